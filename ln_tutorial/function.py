@@ -1,0 +1,131 @@
+"""``layer_norm``: the differentiable entry point, registered with ``torch.library``.
+
+The forward and backward launchers are wrapped as custom operators
+(``ln_tutorial::layer_norm_fwd`` / ``layer_norm_bwd``) with fake (meta)
+implementations, so ``torch.compile(fullgraph=True)`` keeps them in one graph,
+and autograd is attached with ``register_autograd``.
+"""
+
+import math
+from typing import Optional, Sequence, Tuple, Union
+
+import torch
+import torch.nn.functional as F
+
+from ln_tutorial import launch
+
+
+@torch.library.custom_op("ln_tutorial::layer_norm_fwd", mutates_args=())
+def layer_norm_fwd(
+    x: torch.Tensor,
+    weight: Optional[torch.Tensor],
+    bias: Optional[torch.Tensor],
+    eps: float,
+    backward_strategy: str,
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``y, mean, rstd`` for ``x`` of shape (M, N). ``backward_strategy`` is used by the backward."""
+    return launch.layer_norm_forward(x, weight, bias, eps)
+
+
+@layer_norm_fwd.register_fake
+def _layer_norm_fwd_fake(x, weight, bias, eps, backward_strategy):
+    stats_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    m = x.shape[0]
+    return torch.empty_like(x, memory_format=torch.contiguous_format), x.new_empty(m, dtype=stats_dtype), x.new_empty(
+        m, dtype=stats_dtype
+    )
+
+
+@torch.library.custom_op("ln_tutorial::layer_norm_bwd", mutates_args=())
+def layer_norm_bwd(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    weight: Optional[torch.Tensor],
+    bias: Optional[torch.Tensor],
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    strategy: str,
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``dx, dw, db``; a missing weight or bias gets an empty gradient."""
+    dx, dw, db = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, strategy)
+    return dx, x.new_empty(0) if dw is None else dw, x.new_empty(0) if db is None else db
+
+
+@layer_norm_bwd.register_fake
+def _layer_norm_bwd_fake(dy, x, weight, bias, mean, rstd, strategy):
+    grads = [x.new_empty(0) if p is None else torch.empty_like(p) for p in (weight, bias)]
+    return torch.empty_like(x, memory_format=torch.contiguous_format), *grads
+
+
+def _setup_context(ctx, inputs, output):
+    x, weight, bias, _, strategy = inputs
+    _, mean, rstd = output
+    ctx.save_for_backward(x, weight, bias, mean, rstd)
+    ctx.strategy = strategy
+
+
+def _backward(ctx, dy, _dmean, _drstd):
+    x, weight, bias, mean, rstd = ctx.saved_tensors
+    if dy.stride(-1) != 1:  # the kernels need contiguous rows; row strides are free
+        dy = dy.contiguous()
+    dx, dw, db = layer_norm_bwd(dy, x, weight, bias, mean, rstd, ctx.strategy)
+    return dx, dw if weight is not None else None, db if bias is not None else None, None, None
+
+
+layer_norm_fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _as_rows(t: torch.Tensor, n: int) -> torch.Tensor:
+    """A (M, n) view of ``t`` with contiguous rows; copies only when no such view exists."""
+    rows = t.reshape(-1, n)
+    return rows if rows.stride(-1) == 1 or n == 1 else rows.contiguous()
+
+
+def _flat_param(p: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    return None if p is None else p.reshape(-1).contiguous()
+
+
+def layer_norm(
+    input: torch.Tensor,
+    normalized_shape: Union[int, Sequence[int]],
+    weight: Optional[torch.Tensor] = None,
+    bias: Optional[torch.Tensor] = None,
+    eps: float = 1e-5,
+    *,
+    backward_strategy: str = "deterministic",
+) -> torch.Tensor:
+    """Layer normalization over the trailing ``normalized_shape`` dimensions.
+
+    Same signature and result as :func:`torch.nn.functional.layer_norm`,
+    differentiable in ``input``, ``weight`` and ``bias``.
+
+    Args:
+        input: tensor of shape ``(*, *normalized_shape)``; float16, bfloat16,
+            float32 or float64. Any strides.
+        normalized_shape: the trailing dimensions normalized together.
+        weight, bias: tensors of shape ``normalized_shape`` or None; the input's
+            dtype, or float32 with a float16/bfloat16 input (mixed precision:
+            the output keeps the input's dtype, the gradients the parameters').
+        eps: added to the variance before the square root.
+        backward_strategy: ``"deterministic"`` (default: bitwise reproducible
+            dW/dB) or ``"lock"`` (the Triton tutorial's locked buffers).
+
+    CUDA tensors run the Triton kernels; so do CPU tensors when
+    ``TRITON_INTERPRET=1`` was set before import. Other CPU tensors use
+    :func:`torch.nn.functional.layer_norm`.
+    """
+    normalized_shape = launch.check_inputs(input, normalized_shape, weight, bias)
+    if backward_strategy not in launch.STRATEGIES:
+        raise ValueError(
+            f"layer_norm: unknown backward_strategy {backward_strategy!r}; expected one of {launch.STRATEGIES}"
+        )
+    if not (input.is_cuda or (launch.INTERPRET and input.device.type == "cpu")):
+        return F.layer_norm(input, normalized_shape, weight, bias, eps)
+    if input.is_cuda and torch.is_autocast_enabled("cuda"):
+        # Autocast runs torch's layer_norm in float32 on CUDA; do the same.
+        input, weight, bias = (None if t is None else t.float() for t in (input, weight, bias))
+    n = math.prod(normalized_shape)
+    y, _, _ = torch.ops.ln_tutorial.layer_norm_fwd(
+        _as_rows(input, n), _flat_param(weight), _flat_param(bias), float(eps), backward_strategy
+    )
+    return y.view(input.shape)

@@ -1,0 +1,363 @@
+"""The Triton kernels of ln_tutorial, and nothing else.
+
+Every kernel works on a 2-D view of the data: ``M`` rows (all leading dimensions
+flattened) of ``N`` elements (the normalized dimensions flattened). Rows are
+addressed through a row stride and 64-bit offsets, so a row-strided input needs
+no copy and ``M * N`` may exceed ``2**31``.
+
+Symbols match the tutorial pages:
+
+* ``x̂ = (x - mean) * rstd``, with ``rstd = 1 / sqrt(var + eps)``;
+* ``y = x̂ * w + b``;
+* ``c1 = mean(x̂ * w * dy)`` and ``c2 = mean(w * dy)`` over a row;
+* ``dx = (w * dy - (x̂ * c1 + c2)) * rstd``;
+* ``dw = Σ_rows dy * x̂`` and ``db = Σ_rows dy``.
+
+``COMPUTE`` is the accumulation dtype: float32, or float64 for float64 inputs.
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def layer_norm_fwd_kernel(
+    X,  # input, (M, N), rows ``stride_x`` elements apart, last dim contiguous
+    Y,  # output, (M, N), rows ``stride_y`` elements apart
+    W,  # weight, (N,), or None
+    B,  # bias, (N,), or None
+    MEAN,  # per-row mean, (M,), COMPUTE dtype
+    RSTD,  # per-row reciprocal standard deviation, (M,), COMPUTE dtype
+    stride_x,  # elements between two rows of X
+    stride_y,  # elements between two rows of Y
+    M,  # number of rows
+    N,  # number of columns (elements normalized together)
+    eps,  # added to the variance, as in torch
+    BLOCK_M: tl.constexpr,  # rows handled together by one program
+    BLOCK_N: tl.constexpr,  # power of two >= N: the whole row stays on chip
+    COMPUTE: tl.constexpr,  # accumulation dtype
+):
+    """One program normalizes ``BLOCK_M`` whole rows held in registers."""
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    row_mask = rows < M
+    col_mask = cols < N
+    mask = row_mask[:, None] & col_mask[None, :]
+
+    x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(COMPUTE)
+    mean = tl.sum(x, axis=1) / N
+    # Centre first, then square: the two-pass variance does not cancel.
+    x_centered = tl.where(mask, x - mean[:, None], 0.0)
+    var = tl.sum(x_centered * x_centered, axis=1) / N
+    rstd = 1.0 / tl.sqrt(var + eps)
+    y = x_centered * rstd[:, None]
+    if W is not None:
+        y = y * tl.load(W + cols, mask=col_mask, other=0.0).to(COMPUTE)[None, :]
+    if B is not None:
+        y = y + tl.load(B + cols, mask=col_mask, other=0.0).to(COMPUTE)[None, :]
+
+    tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+    tl.store(MEAN + rows, mean, mask=row_mask)
+    tl.store(RSTD + rows, rstd, mask=row_mask)
+
+
+@triton.jit
+def layer_norm_fwd_looped_kernel(
+    X,  # input, (M, N), rows ``stride_x`` elements apart, last dim contiguous
+    Y,  # output, (M, N), rows ``stride_y`` elements apart
+    W,  # weight, (N,), or None
+    B,  # bias, (N,), or None
+    MEAN,  # per-row mean, (M,), COMPUTE dtype
+    RSTD,  # per-row reciprocal standard deviation, (M,), COMPUTE dtype
+    stride_x,  # elements between two rows of X
+    stride_y,  # elements between two rows of Y
+    N,  # number of columns; larger than BLOCK_N
+    eps,  # added to the variance
+    BLOCK_N: tl.constexpr,  # columns handled per loop step
+    COMPUTE: tl.constexpr,  # accumulation dtype
+):
+    """Rows too wide for registers: one row per program, two sweeps over it.
+
+    The first sweep accumulates Σ(x - s) and Σ(x - s)² around a shift ``s``,
+    the mean of the first block. Shifting by a value close to the mean keeps
+    ``var = E[(x-s)²] - E[x-s]²`` from cancelling. The second sweep re-reads
+    the row (mostly from L2) and writes ``y``.
+    """
+    row = tl.program_id(0).to(tl.int64)
+    x_row = X + row * stride_x
+    y_row = Y + row * stride_y
+    cols = tl.arange(0, BLOCK_N)
+
+    shift = tl.sum(tl.load(x_row + cols).to(COMPUTE), axis=0) / BLOCK_N
+    sum_dev = tl.zeros([BLOCK_N], dtype=COMPUTE)
+    sum_sq_dev = tl.zeros([BLOCK_N], dtype=COMPUTE)
+    for start in range(0, N, BLOCK_N):
+        mask = start + cols < N
+        x = tl.load(x_row + start + cols, mask=mask, other=0.0).to(COMPUTE)
+        dev = tl.where(mask, x - shift, 0.0)
+        sum_dev += dev
+        sum_sq_dev += dev * dev
+    mean_dev = tl.sum(sum_dev, axis=0) / N
+    var = tl.maximum(tl.sum(sum_sq_dev, axis=0) / N - mean_dev * mean_dev, 0.0)
+    mean = shift + mean_dev
+    rstd = 1.0 / tl.sqrt(var + eps)
+
+    for start in range(0, N, BLOCK_N):
+        mask = start + cols < N
+        x = tl.load(x_row + start + cols, mask=mask, other=0.0).to(COMPUTE)
+        y = (x - mean) * rstd
+        if W is not None:
+            y = y * tl.load(W + start + cols, mask=mask, other=0.0).to(COMPUTE)
+        if B is not None:
+            y = y + tl.load(B + start + cols, mask=mask, other=0.0).to(COMPUTE)
+        tl.store(y_row + start + cols, y.to(Y.dtype.element_ty), mask=mask)
+    tl.store(MEAN + row, mean)
+    tl.store(RSTD + row, rstd)
+
+
+@triton.jit
+def layer_norm_bwd_persistent_kernel(
+    DY,  # upstream gradient, (M, N), rows ``stride_dy`` elements apart
+    X,  # input saved by the forward, (M, N), rows ``stride_x`` apart
+    W,  # weight, (N,), or None
+    MEAN,  # per-row mean from the forward, (M,)
+    RSTD,  # per-row rstd from the forward, (M,)
+    DX,  # input gradient, (M, N), rows ``stride_dx`` apart
+    DW_PARTIAL,  # COMPUTE (P, N): program p's Σ dy * x̂ over its rows, or None
+    DB_PARTIAL,  # COMPUTE (P, N): program p's Σ dy over its rows, or None
+    stride_dy,  # elements between two rows of DY
+    stride_x,  # elements between two rows of X
+    stride_dx,  # elements between two rows of DX
+    M,  # number of rows
+    N,  # number of columns
+    rows_per_program,  # each program owns this many consecutive rows
+    BLOCK_M: tl.constexpr,  # rows processed together per loop step
+    BLOCK_N: tl.constexpr,  # power of two >= N
+    COMPUTE: tl.constexpr,  # accumulation dtype
+):
+    """dx for every row, and one partial row of dW/dB per program.
+
+    The grid is persistent: program ``p`` owns rows
+    ``[p * rows_per_program, (p + 1) * rows_per_program)``. Its dW/dB partial
+    sums stay in COMPUTE-dtype registers across those rows and are written once.
+    A second kernel adds the partial rows in a fixed order, so the result is
+    the same bit for bit on every run: no locks, no atomics.
+    """
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    if W is not None:
+        w = tl.load(W + cols, mask=col_mask, other=0.0).to(COMPUTE)
+    dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=COMPUTE)
+    db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=COMPUTE)
+
+    row_begin = pid.to(tl.int64) * rows_per_program
+    row_end = tl.minimum(row_begin + rows_per_program, M)
+    for row_start in range(row_begin, row_end, BLOCK_M):
+        rows = row_start + tl.arange(0, BLOCK_M)
+        row_mask = rows < row_end
+        mask = row_mask[:, None] & col_mask[None, :]
+        x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(COMPUTE)
+        dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(COMPUTE)
+        mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
+        rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
+
+        x_hat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+        w_dy = dy * w[None, :] if W is not None else dy
+        c1 = tl.sum(x_hat * w_dy, axis=1) / N
+        c2 = tl.sum(w_dy, axis=1) / N
+        dx = (w_dy - (x_hat * c1[:, None] + c2[:, None])) * rstd[:, None]
+        tl.store(DX + rows[:, None] * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)
+        dw_acc += dy * x_hat
+        db_acc += dy
+
+    if DW_PARTIAL is not None:
+        tl.store(DW_PARTIAL + pid.to(tl.int64) * N + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
+    if DB_PARTIAL is not None:
+        tl.store(DB_PARTIAL + pid.to(tl.int64) * N + cols, tl.sum(db_acc, axis=0), mask=col_mask)
+
+
+@triton.jit
+def layer_norm_bwd_dx_looped_kernel(
+    DY,  # upstream gradient, (M, N), rows ``stride_dy`` elements apart
+    X,  # input, (M, N), rows ``stride_x`` apart
+    W,  # weight, (N,), or None
+    MEAN,  # per-row mean, (M,)
+    RSTD,  # per-row rstd, (M,)
+    DX,  # input gradient, (M, N), rows ``stride_dx`` apart
+    stride_dy,  # elements between two rows of DY
+    stride_x,  # elements between two rows of X
+    stride_dx,  # elements between two rows of DX
+    N,  # number of columns; larger than BLOCK_N
+    BLOCK_N: tl.constexpr,  # columns per loop step
+    COMPUTE: tl.constexpr,  # accumulation dtype
+):
+    """dx for rows too wide for registers: one row per program.
+
+    The first sweep accumulates the row sums behind c1 and c2, the second
+    re-reads the row (mostly from L2) and writes dx. dW/dB come from
+    :func:`layer_norm_bwd_dwdb_kernel`.
+    """
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    mean = tl.load(MEAN + row)
+    rstd = tl.load(RSTD + row)
+    sum_xhat_wdy = tl.zeros([BLOCK_N], dtype=COMPUTE)
+    sum_wdy = tl.zeros([BLOCK_N], dtype=COMPUTE)
+    for start in range(0, N, BLOCK_N):
+        mask = start + cols < N
+        x = tl.load(X + row * stride_x + start + cols, mask=mask, other=0.0).to(COMPUTE)
+        w_dy = tl.load(DY + row * stride_dy + start + cols, mask=mask, other=0.0).to(COMPUTE)
+        if W is not None:
+            w_dy *= tl.load(W + start + cols, mask=mask, other=0.0).to(COMPUTE)
+        sum_xhat_wdy += tl.where(mask, (x - mean) * rstd, 0.0) * w_dy
+        sum_wdy += w_dy
+    c1 = tl.sum(sum_xhat_wdy, axis=0) / N
+    c2 = tl.sum(sum_wdy, axis=0) / N
+
+    for start in range(0, N, BLOCK_N):
+        mask = start + cols < N
+        x = tl.load(X + row * stride_x + start + cols, mask=mask, other=0.0).to(COMPUTE)
+        w_dy = tl.load(DY + row * stride_dy + start + cols, mask=mask, other=0.0).to(COMPUTE)
+        if W is not None:
+            w_dy *= tl.load(W + start + cols, mask=mask, other=0.0).to(COMPUTE)
+        dx = (w_dy - ((x - mean) * rstd * c1 + c2)) * rstd
+        tl.store(DX + row * stride_dx + start + cols, dx.to(DX.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def layer_norm_bwd_dwdb_kernel(
+    DY,  # upstream gradient, (M, N), rows ``stride_dy`` elements apart
+    X,  # input, (M, N), rows ``stride_x`` apart
+    MEAN,  # per-row mean, (M,)
+    RSTD,  # per-row rstd, (M,)
+    DW_PARTIAL,  # COMPUTE (P, N): Σ dy * x̂ over row group p, or None
+    DB_PARTIAL,  # COMPUTE (P, N): Σ dy over row group p, or None
+    stride_dy,  # elements between two rows of DY
+    stride_x,  # elements between two rows of X
+    M,  # number of rows
+    N,  # number of columns
+    rows_per_program,  # rows in one row group
+    BLOCK_M: tl.constexpr,  # rows per loop step
+    BLOCK_N: tl.constexpr,  # columns owned by one program
+    COMPUTE: tl.constexpr,  # accumulation dtype
+):
+    """dW/dB partial sums for wide rows, on a (column block, row group) grid."""
+    col_block = tl.program_id(0)
+    group = tl.program_id(1)
+    cols = col_block * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=COMPUTE)
+    db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=COMPUTE)
+    row_begin = group.to(tl.int64) * rows_per_program
+    row_end = tl.minimum(row_begin + rows_per_program, M)
+    for row_start in range(row_begin, row_end, BLOCK_M):
+        rows = row_start + tl.arange(0, BLOCK_M)
+        row_mask = rows < row_end
+        mask = row_mask[:, None] & col_mask[None, :]
+        x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(COMPUTE)
+        dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(COMPUTE)
+        mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
+        rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
+        dw_acc += dy * tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+        db_acc += dy
+    if DW_PARTIAL is not None:
+        tl.store(DW_PARTIAL + group.to(tl.int64) * N + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
+    if DB_PARTIAL is not None:
+        tl.store(DB_PARTIAL + group.to(tl.int64) * N + cols, tl.sum(db_acc, axis=0), mask=col_mask)
+
+
+@triton.jit
+def layer_norm_bwd_lock_kernel(
+    DY,  # upstream gradient, (M, N), rows ``stride_dy`` elements apart
+    X,  # input, (M, N), rows ``stride_x`` apart
+    W,  # weight, (N,), or None
+    MEAN,  # per-row mean, (M,)
+    RSTD,  # per-row rstd, (M,)
+    DX,  # input gradient, (M, N), rows ``stride_dx`` apart
+    DW_PARTIAL,  # COMPUTE (GROUP_SIZE_M, N) buffers shared by row % GROUP_SIZE_M, or None
+    DB_PARTIAL,  # COMPUTE (GROUP_SIZE_M, N), or None
+    LOCK,  # int32 (GROUP_SIZE_M,), zeroed: 1 while a program updates that buffer
+    COUNT,  # int32 (GROUP_SIZE_M,), zeroed: 1 once that buffer holds data
+    stride_dy,  # elements between two rows of DY
+    stride_x,  # elements between two rows of X
+    stride_dx,  # elements between two rows of DX
+    N,  # number of columns
+    GROUP_SIZE_M: tl.constexpr,  # number of shared partial buffers
+    BLOCK_N: tl.constexpr,  # power of two >= N
+    COMPUTE: tl.constexpr,  # accumulation dtype
+):
+    """The Triton tutorial's strategy: one row per program, locked buffers.
+
+    Row ``r`` adds its ``dy * x̂`` and ``dy`` into buffer ``r % GROUP_SIZE_M``
+    under a spin lock. The order in which programs take a lock varies from
+    run to run, so float rounding makes dW/dB non-deterministic; the buffers
+    are float32 (float64 for float64 input) and the barrier before the release makes every store land
+    before the next program reads.
+    """
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < N
+    x = tl.load(X + row * stride_x + cols, mask=mask, other=0.0).to(COMPUTE)
+    dy = tl.load(DY + row * stride_dy + cols, mask=mask, other=0.0).to(COMPUTE)
+    mean = tl.load(MEAN + row)
+    rstd = tl.load(RSTD + row)
+    x_hat = tl.where(mask, (x - mean) * rstd, 0.0)
+    w_dy = dy * tl.load(W + cols, mask=mask, other=0.0).to(COMPUTE) if W is not None else dy
+    c1 = tl.sum(x_hat * w_dy, axis=0) / N
+    c2 = tl.sum(w_dy, axis=0) / N
+    dx = (w_dy - (x_hat * c1 + c2)) * rstd
+    tl.store(DX + row * stride_dx + cols, dx.to(DX.dtype.element_ty), mask=mask)
+
+    group = row % GROUP_SIZE_M
+    lock = LOCK + group
+    while tl.atomic_cas(lock, 0, 1) == 1:
+        pass
+    count = COUNT + group
+    first = tl.load(count) == 0
+    if first:
+        tl.atomic_xchg(count, 1)
+    if DW_PARTIAL is not None:
+        dw = (dy * x_hat).to(DW_PARTIAL.dtype.element_ty)
+        if not first:
+            dw += tl.load(DW_PARTIAL + group * N + cols, mask=mask)
+        tl.store(DW_PARTIAL + group * N + cols, dw, mask=mask)
+    if DB_PARTIAL is not None:
+        db = dy.to(DB_PARTIAL.dtype.element_ty)
+        if not first:
+            db += tl.load(DB_PARTIAL + group * N + cols, mask=mask)
+        tl.store(DB_PARTIAL + group * N + cols, db, mask=mask)
+    # Without this barrier some threads could release the lock while others
+    # are still storing, and the next owner would read a half-written buffer.
+    tl.debug_barrier()
+    tl.atomic_xchg(lock, 0)
+
+
+@triton.jit
+def _sum_partial_rows(PARTIAL, OUT, P, N, cols, col_mask, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr):
+    acc = tl.zeros([BLOCK_P, BLOCK_N], dtype=PARTIAL.dtype.element_ty)
+    for p_start in range(0, P, BLOCK_P):
+        p = p_start + tl.arange(0, BLOCK_P)
+        mask = (p < P)[:, None] & col_mask[None, :]
+        acc += tl.load(PARTIAL + p[:, None].to(tl.int64) * N + cols[None, :], mask=mask, other=0.0)
+    tl.store(OUT + cols, tl.sum(acc, axis=0).to(OUT.dtype.element_ty), mask=col_mask)
+
+
+@triton.jit
+def partial_sum_kernel(
+    DW_PARTIAL,  # COMPUTE (P, N) partial rows of dW, or None
+    DB_PARTIAL,  # COMPUTE (P, N) partial rows of dB, or None
+    DW,  # (N,) in the weight's dtype: Σ_p DW_PARTIAL[p], or None
+    DB,  # (N,) in the bias's dtype: Σ_p DB_PARTIAL[p], or None
+    P,  # partial rows
+    N,  # number of columns
+    BLOCK_P: tl.constexpr,  # partial rows added per loop step
+    BLOCK_N: tl.constexpr,  # columns per program
+):
+    """Second stage of dW/dB: add the partial rows, always in the same order."""
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    if DW is not None:
+        _sum_partial_rows(DW_PARTIAL, DW, P, N, cols, col_mask, BLOCK_P, BLOCK_N)
+    if DB is not None:
+        _sum_partial_rows(DB_PARTIAL, DB, P, N, cols, col_mask, BLOCK_P, BLOCK_N)

@@ -1,0 +1,268 @@
+"""Host side: input checks, the launch-configuration table, allocation, launches.
+
+The launchers take 2-D views (``M`` rows of ``N`` elements) whose last
+dimension is contiguous; :mod:`ln_tutorial.function` builds those views.
+"""
+
+import functools
+import os
+from typing import NamedTuple, Optional, Sequence, Tuple
+
+import torch
+import triton
+import triton.language as tl
+
+from ln_tutorial import kernels
+
+#: True when Triton runs kernels on the CPU through its interpreter.
+#: Triton reads the variable when kernels are decorated, so it is read once here.
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+#: Backward strategies: ``"deterministic"`` (persistent grid, per-program
+#: partial sums, fixed-order reduction) and ``"lock"`` (the Triton tutorial's).
+STRATEGIES = ("deterministic", "lock")
+
+# Widest row (in elements) kept whole in registers; wider rows take the looped
+# kernels. A row of 65536 float32 values is 256 KB: the whole register file of
+# one SM, split over 1024 threads. The backward also holds dW/dB partial sums.
+MAX_FUSED_FWD = 65536
+MAX_FUSED_BWD = 16384
+LOOP_BLOCK_N = 4096
+DWDB_BLOCK_N = 256  # columns per program of the wide-row dW/dB kernel
+
+
+class ForwardConfig(NamedTuple):
+    looped: bool  # two sweeps over a row too wide for registers
+    block_m: int  # rows per program (fused) -- 1 when looped
+    block_n: int  # power of two covering the row, or the loop step
+    num_warps: int
+
+
+class BackwardConfig(NamedTuple):
+    looped: bool  # wide rows: dx kernel with two sweeps, separate dW/dB kernel
+    block_m: int  # rows per loop step
+    block_n: int  # power of two covering the row, or the loop step
+    num_warps: int
+    programs_per_sm: int  # persistent grid size = SMs * programs_per_sm
+
+
+def forward_config(n: int, element_size: int) -> ForwardConfig:
+    """Launch configuration of the forward for rows of ``n`` elements.
+
+    A program should move enough bytes to hide memory latency (about 16 KB of
+    input), so short rows are packed several to a program; each thread should
+    hold about 16 elements, which sets the warps.
+    """
+    block_n = triton.next_power_of_2(n)
+    if block_n > MAX_FUSED_FWD:
+        return ForwardConfig(True, 1, LOOP_BLOCK_N, 16)
+    block_m = max(1, min(16, 16384 // (block_n * element_size)))
+    num_warps = max(1, min(32, block_m * block_n // 512))
+    return ForwardConfig(False, block_m, block_n, num_warps)
+
+
+def backward_config(n: int, element_size: int) -> BackwardConfig:
+    """Launch configuration of the backward for rows of ``n`` elements."""
+    block_n = triton.next_power_of_2(n)
+    if block_n > MAX_FUSED_BWD:
+        return BackwardConfig(True, 4, LOOP_BLOCK_N, 16, 1)
+    block_m = max(1, min(8, 8192 // (block_n * element_size)))
+    num_warps = max(1, min(16, block_m * block_n // 256))
+    return BackwardConfig(False, block_m, block_n, num_warps, 2)
+
+
+def lock_group_size(n: int) -> int:
+    """GROUP_SIZE_M of the Triton tutorial: more buffers for short rows."""
+    if n <= 1024:
+        return 256
+    if n <= 4096:
+        return 128
+    return 96
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4  # interpreter: a few programs are enough to exercise the grid
+
+
+def _compute_dtype(dtype: torch.dtype):
+    return tl.float64 if dtype == torch.float64 else tl.float32
+
+
+def _torch_compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def check_inputs(
+    input: torch.Tensor,
+    normalized_shape: Sequence[int],
+    weight: Optional[torch.Tensor],
+    bias: Optional[torch.Tensor],
+) -> Tuple[int, ...]:
+    """Validate arguments of :func:`ln_tutorial.layer_norm`; return the shape as a tuple.
+
+    Raises ``TypeError`` for unsupported dtypes and ``ValueError`` for shapes
+    or devices that do not fit together, each naming the problem.
+    """
+    if not isinstance(input, torch.Tensor):
+        raise TypeError(f"layer_norm: input must be a torch.Tensor, got {type(input).__name__}")
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    normalized_shape = tuple(int(d) for d in normalized_shape)
+    if input.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(
+            f"layer_norm: input dtype {input.dtype} is not supported; "
+            "expected float16, bfloat16, float32 or float64"
+        )
+    if len(normalized_shape) == 0:
+        raise ValueError("layer_norm: normalized_shape must name at least one dimension")
+    if tuple(input.shape[input.dim() - len(normalized_shape):]) != normalized_shape or input.dim() < len(
+        normalized_shape
+    ):
+        raise ValueError(
+            f"layer_norm: normalized_shape {list(normalized_shape)} does not match the trailing "
+            f"dimensions of input of shape {list(input.shape)}"
+        )
+    params = [(name, p) for name, p in (("weight", weight), ("bias", bias)) if p is not None]
+    for name, param in params:
+        if not isinstance(param, torch.Tensor):
+            raise TypeError(f"layer_norm: {name} must be a torch.Tensor or None, got {type(param).__name__}")
+        if tuple(param.shape) != normalized_shape:
+            raise ValueError(
+                f"layer_norm: {name} has shape {list(param.shape)}, expected normalized_shape "
+                f"{list(normalized_shape)}"
+            )
+        if param.device != input.device:
+            raise ValueError(f"layer_norm: {name} is on {param.device} but input is on {input.device}")
+        if param.dtype != input.dtype and not (
+            param.dtype == torch.float32 and input.dtype in (torch.float16, torch.bfloat16)
+        ):
+            raise TypeError(
+                f"layer_norm: {name} dtype {param.dtype} with input dtype {input.dtype} is not supported; "
+                "parameters must have the input's dtype, or be float32 with a float16/bfloat16 input"
+            )
+    if len(params) == 2 and weight.dtype != bias.dtype:
+        raise TypeError(f"layer_norm: weight dtype {weight.dtype} differs from bias dtype {bias.dtype}")
+    return normalized_shape
+
+
+def layer_norm_forward(
+    x: torch.Tensor,
+    weight: Optional[torch.Tensor],
+    bias: Optional[torch.Tensor],
+    eps: float,
+    config: Optional[ForwardConfig] = None,
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Normalize the rows of ``x`` (M, N); return ``y`` (M, N), ``mean`` and ``rstd`` (M,)."""
+    m, n = x.shape
+    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    stats_dtype = _torch_compute_dtype(x.dtype)
+    mean = torch.empty((m,), dtype=stats_dtype, device=x.device)
+    rstd = torch.empty((m,), dtype=stats_dtype, device=x.device)
+    if m == 0 or n == 0:
+        return y, mean, rstd
+    cfg = config or forward_config(n, x.element_size())
+    common = dict(BLOCK_N=cfg.block_n, COMPUTE=_compute_dtype(x.dtype), num_warps=cfg.num_warps)
+    if cfg.looped:
+        kernels.layer_norm_fwd_looped_kernel[(m,)](
+            x, y, weight, bias, mean, rstd, x.stride(0), y.stride(0), n, eps, **common
+        )
+    else:
+        kernels.layer_norm_fwd_kernel[(triton.cdiv(m, cfg.block_m),)](
+            x, y, weight, bias, mean, rstd, x.stride(0), y.stride(0), m, n, eps, BLOCK_M=cfg.block_m, **common
+        )
+    return y, mean, rstd
+
+
+def _reduce_partials(dw_partial, db_partial, weight, bias):
+    """Sum the (P, N) partial rows of dW and dB in a fixed order; return (dw, db)."""
+    p, n = (dw_partial if dw_partial is not None else db_partial).shape
+    dw = None if weight is None else torch.empty_like(weight)
+    db = None if bias is None else torch.empty_like(bias)
+    block_n = min(256, triton.next_power_of_2(n))
+    kernels.partial_sum_kernel[(triton.cdiv(n, block_n),)](
+        dw_partial, db_partial, dw, db, p, n, BLOCK_P=min(32, triton.next_power_of_2(p)), BLOCK_N=block_n,
+        num_warps=4,
+    )
+    return dw, db
+
+
+def layer_norm_backward(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    weight: Optional[torch.Tensor],
+    bias: Optional[torch.Tensor],
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    strategy: str = "deterministic",
+    config: Optional[BackwardConfig] = None,
+) -> Tuple[torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor]]:
+    """Gradients of the layer norm: ``dx`` (M, N), ``dw`` and ``db`` (N,) or None.
+
+    ``dw``/``db`` are returned only for a weight/bias that exists, in its dtype.
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"layer_norm: unknown backward strategy {strategy!r}; expected one of {STRATEGIES}")
+    m, n = x.shape
+    if strategy == "lock":
+        _check_lock_row(n)
+    dx = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    params = [p for p in (weight, bias) if p is not None]
+    if m == 0 or n == 0:  # a sum over no rows is zero
+        return dx, *(None if p is None else torch.zeros_like(p) for p in (weight, bias))
+
+    cfg = config or backward_config(n, x.element_size())
+    programs, rows_per_program = _backward_grid(m, n, x.device, cfg, strategy)
+    partial = torch.empty((len(params), programs, n), dtype=mean.dtype, device=x.device)
+    dw_partial = partial[0] if weight is not None else None
+    db_partial = partial[-1] if bias is not None else None
+    compute = _compute_dtype(x.dtype)
+    strides = (dy.stride(0), x.stride(0), dx.stride(0))
+    if strategy == "lock":
+        lock_and_count = torch.zeros((2, programs), dtype=torch.int32, device=x.device)
+        kernels.layer_norm_bwd_lock_kernel[(m,)](
+            dy, x, weight, mean, rstd, dx, dw_partial, db_partial, lock_and_count[0], lock_and_count[1],
+            *strides, n, GROUP_SIZE_M=programs, BLOCK_N=cfg.block_n, COMPUTE=compute, num_warps=cfg.num_warps,
+        )
+    elif not cfg.looped:
+        kernels.layer_norm_bwd_persistent_kernel[(programs,)](
+            dy, x, weight, mean, rstd, dx, dw_partial, db_partial, *strides, m, n, rows_per_program,
+            BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, COMPUTE=compute, num_warps=cfg.num_warps,
+        )
+    else:
+        kernels.layer_norm_bwd_dx_looped_kernel[(m,)](
+            dy, x, weight, mean, rstd, dx, *strides, n, BLOCK_N=cfg.block_n, COMPUTE=compute,
+            num_warps=cfg.num_warps,
+        )
+        if params:
+            kernels.layer_norm_bwd_dwdb_kernel[(triton.cdiv(n, DWDB_BLOCK_N), programs)](
+                dy, x, mean, rstd, dw_partial, db_partial, dy.stride(0), x.stride(0), m, n, rows_per_program,
+                BLOCK_M=cfg.block_m, BLOCK_N=DWDB_BLOCK_N, COMPUTE=compute, num_warps=4,
+            )
+    if not params:
+        return dx, None, None
+    return dx, *_reduce_partials(dw_partial, db_partial, weight, bias)
+
+
+def _check_lock_row(n: int) -> None:
+    if triton.next_power_of_2(n) > MAX_FUSED_BWD:
+        raise ValueError(
+            f"layer_norm: the 'lock' backward keeps a whole row in registers and supports rows of at "
+            f"most {MAX_FUSED_BWD} elements, got {n}; use backward_strategy='deterministic'"
+        )
+
+
+def _backward_grid(m: int, n: int, device: torch.device, cfg: BackwardConfig, strategy: str) -> Tuple[int, int]:
+    """Number of dW/dB partial rows (programs or lock groups) and rows per program."""
+    if strategy == "lock":
+        return min(lock_group_size(n), m), 1  # every buffer gets at least one row
+    if cfg.looped:  # (column block, row group) grid: about 4 programs per SM in all
+        target = triton.cdiv(4 * _sm_count(device), triton.cdiv(n, DWDB_BLOCK_N))
+    else:
+        target = _sm_count(device) * cfg.programs_per_sm
+    rows_per_program = max(cfg.block_m, triton.cdiv(m, target))
+    return triton.cdiv(m, rows_per_program), rows_per_program
