@@ -1,0 +1,149 @@
+"""Backward: both dW/dB strategies, gradcheck, determinism, non-contiguous gradients."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import DEVICE, ON_GPU
+from helpers import assert_as_accurate_as_torch, check_against_torch, leaf
+from ln_tutorial import launch, layer_norm
+from ln_tutorial.reference import layer_norm_backward_reference
+
+gpu = pytest.mark.gpu
+STRATEGIES = ["deterministic", "lock"]
+
+
+def _affine(n, dtype=torch.float32):
+    return torch.randn(n, device=DEVICE, dtype=dtype), torch.randn(n, device=DEVICE, dtype=dtype)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize(
+    "shape",
+    [
+        pytest.param((37, 24), id="37x24"),  # more rows than programs: several rows per program
+        pytest.param((3, 130), id="3x130"),  # fewer rows than lock groups
+        pytest.param((8192, 1024), id="8192x1024", marks=gpu),
+        pytest.param((2048, 8191), id="2048x8191", marks=gpu),  # odd N
+        pytest.param((1024, 16384), id="1024x16384", marks=gpu),  # widest fused backward row
+    ],
+)
+def test_strategies_match_reference(shape, dtype, strategy):
+    m, n = shape
+    x = torch.randn(m, n, device=DEVICE, dtype=dtype)
+    check_against_torch(x, (n,), *_affine(n, dtype), strategy=strategy)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        pytest.param((5, 70), id="interp"),
+        pytest.param((64, 40000), id="wide-40000", marks=gpu),  # looped dx + dW/dB kernels
+        pytest.param((8, 131072), id="wide-131072", marks=gpu),
+    ],
+)
+def test_wide_rows(shape):
+    m, n = shape
+    x = torch.randn(m, n, device=DEVICE, dtype=torch.bfloat16)
+    check_against_torch(x, (n,), *_affine(n, torch.bfloat16))
+
+
+def test_forced_looped_backward_kernels():
+    """Wide-row kernels on a small row (loop step 32), against the tutorial's formulas."""
+    m, n = 6, 100
+    x, dy = torch.randn(m, n, device=DEVICE), torch.randn(m, n, device=DEVICE)
+    weight, bias = _affine(n)
+    _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
+    cfg = launch.BackwardConfig(True, 2, 32, 1, 1)
+    dx, dw, db = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
+    for name, ours, exact in zip(("dx", "dw", "db"), (dx, dw, db), layer_norm_backward_reference(dy, x, weight)):
+        torch.testing.assert_close(ours.double(), exact, atol=1e-5, rtol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("affine", [True, False])
+def test_gradcheck_float64(strategy, affine):
+    x = torch.randn(6, 10, device=DEVICE, dtype=torch.float64, requires_grad=True)
+    params = [leaf(p) for p in _affine(10, torch.float64)] if affine else [None, None]
+    assert torch.autograd.gradcheck(
+        lambda x, *p: layer_norm(x, (10,), *p, backward_strategy=strategy), (x, *params)
+    )
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [pytest.param((300, 96), id="interp"), pytest.param((16384, 4096), id="16384x4096", marks=gpu)],
+)
+def test_deterministic_gradients_are_bitwise_equal(shape):
+    m, n = shape
+    x = torch.randn(m, n, device=DEVICE, dtype=torch.bfloat16)
+    weight, bias = _affine(n, torch.bfloat16)
+    dy = torch.randn_like(x)
+    runs = [_grads(x, weight, bias, dy) for _ in range(2)]
+    for a, b in zip(*runs):
+        assert torch.equal(a, b)
+
+
+def _grads(x, weight, bias, dy, strategy="deterministic"):
+    x, weight, bias = leaf(x), leaf(weight), leaf(bias)
+    layer_norm(x, (x.shape[-1],), weight, bias, backward_strategy=strategy).backward(dy)
+    return x.grad, weight.grad, bias.grad
+
+
+@pytest.mark.parametrize(
+    "make_dy",
+    [
+        pytest.param(lambda m, n: torch.randn(n, m, device=DEVICE).t(), id="transposed"),
+        pytest.param(lambda m, n: torch.randn(m, 2 * n, device=DEVICE)[:, ::2], id="col-strided"),
+        pytest.param(lambda m, n: torch.randn(m, n + 8, device=DEVICE)[:, :n], id="row-strided"),
+        pytest.param(lambda m, n: torch.randn(1, n, device=DEVICE).expand(m, n), id="broadcast-rows"),
+    ],
+)
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_non_contiguous_upstream_gradient(make_dy, strategy):
+    m, n = 10, 48
+    x = torch.randn(m, n, device=DEVICE)
+    check_against_torch(x, (n,), *_affine(n), dy=make_dy(m, n), strategy=strategy)
+
+
+def test_gradient_of_sum_uses_expanded_ones():
+    x = leaf(torch.randn(7, 20, device=DEVICE))
+    weight = leaf(torch.randn(20, device=DEVICE))
+    layer_norm(x, (20,), weight).sum().backward()  # dy = ones, strides (0, 0)
+    x_ref, w_ref = leaf(x), leaf(weight)
+    F.layer_norm(x_ref, (20,), w_ref).sum().backward()
+    torch.testing.assert_close(x.grad, x_ref.grad)
+    torch.testing.assert_close(weight.grad, w_ref.grad)
+
+
+def test_n1_gradients_are_zero():
+    x = leaf(torch.randn(4, 1, device=DEVICE))
+    weight, bias = leaf(torch.ones(1, device=DEVICE)), leaf(torch.zeros(1, device=DEVICE))
+    layer_norm(x, (1,), weight, bias).backward(torch.randn(4, 1, device=DEVICE))
+    assert torch.equal(x.grad, torch.zeros_like(x))
+    assert torch.equal(weight.grad, torch.zeros_like(weight))
+
+
+def test_lock_strategy_rejects_rows_it_cannot_hold():
+    n = launch.MAX_FUSED_BWD + 1
+    x = torch.randn(1, n, device=DEVICE, requires_grad=True)
+    y = layer_norm(x, (n,), backward_strategy="lock")
+    with pytest.raises(ValueError, match="lock"):
+        y.sum().backward()
+
+
+@gpu
+def test_lock_strategy_is_correct_under_contention():
+    """Many rows per lock group on a real GPU: a missing barrier or lost update shows here."""
+    x = torch.randn(65536, 256, device=DEVICE)
+    check_against_torch(x, (256,), *_affine(256), strategy="lock")
+
+
+def test_only_needed_gradients():
+    x = torch.randn(5, 16, device=DEVICE, requires_grad=True)
+    weight = torch.randn(16, device=DEVICE)  # no requires_grad
+    layer_norm(x, (16,), weight).sum().backward()
+    assert weight.grad is None and x.grad is not None
+
+

@@ -1,0 +1,163 @@
+"""Forward parity: y of ln_tutorial vs torch in the same dtype vs a float64 reference."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import DEVICE, ON_GPU
+from helpers import assert_as_accurate_as_torch, check_against_torch
+from ln_tutorial import launch, layer_norm
+from ln_tutorial.reference import layer_norm_reference
+
+DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+gpu = pytest.mark.gpu
+
+SHAPES = [
+    pytest.param((16, 64), id="pow2"),
+    pytest.param((7, 33), id="odd-N"),  # N not a power of two: masked tail
+    pytest.param((5, 300), id="N300"),  # several rows per program, partial last block
+    pytest.param((4, 1), id="N1"),  # x̂ = 0 exactly: y = b
+    pytest.param((1, 1000), id="M1"),  # a single row
+    pytest.param((4096, 4096), id="4096x4096", marks=gpu),
+    pytest.param((1000, 12345), id="1000x12345", marks=gpu),  # odd, between table rows
+    pytest.param((64, 65536), id="64x65536", marks=gpu),  # widest fused row
+    pytest.param((16, 100003), id="16x100003", marks=gpu),  # looped path, prime N
+]
+
+
+def _params(n, dtype, affine="both"):
+    weight = torch.randn(n, device=DEVICE, dtype=dtype) if affine in ("both", "weight") else None
+    bias = torch.randn(n, device=DEVICE, dtype=dtype) if affine in ("both", "bias") else None
+    return weight, bias
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_forward_and_grads_match_reference(shape, dtype):
+    m, n = shape
+    x = torch.randn(m, n, device=DEVICE, dtype=dtype) * 3 + 1  # non-zero mean
+    check_against_torch(x, (n,), *_params(n, dtype))
+
+
+@pytest.mark.parametrize("affine", ["none", "weight", "bias"])
+def test_partial_affine(affine):
+    x = torch.randn(9, 48, device=DEVICE)
+    check_against_torch(x, (48,), *_params(48, torch.float32, affine))
+
+
+def test_three_d_input():
+    x = torch.randn(3, 5, 40, device=DEVICE, dtype=torch.bfloat16)
+    check_against_torch(x, (40,), *_params(40, torch.bfloat16))
+
+
+def test_multi_dim_normalized_shape():
+    x = torch.randn(2, 3, 4, 5, device=DEVICE)
+    weight, bias = torch.randn(4, 5, device=DEVICE), torch.randn(4, 5, device=DEVICE)
+    check_against_torch(x, (4, 5), weight, bias)
+
+
+def test_normalized_shape_as_int():
+    x = torch.randn(6, 10, device=DEVICE)
+    torch.testing.assert_close(layer_norm(x, 10), F.layer_norm(x, (10,)))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda: torch.randn(8, 96, device=DEVICE)[:, :64], id="row-strided"),  # no copy
+        pytest.param(lambda: torch.randn(64, 8, device=DEVICE).t(), id="transposed"),  # column-major
+        pytest.param(lambda: torch.randn(8, 128, device=DEVICE)[:, ::2], id="col-strided"),
+        pytest.param(lambda: torch.randn(1, 64, device=DEVICE).expand(8, 64), id="broadcast-rows"),
+        pytest.param(lambda: torch.randn(4, 6, 64, device=DEVICE).transpose(0, 1), id="3d-permuted"),
+    ],
+)
+def test_non_contiguous_input(make):
+    x = make()
+    check_against_torch(x, (x.shape[-1],), *_params(x.shape[-1], torch.float32))
+
+
+def test_empty_batch():
+    x = torch.randn(0, 32, device=DEVICE, requires_grad=True)
+    weight = torch.randn(32, device=DEVICE, requires_grad=True)
+    y = layer_norm(x, (32,), weight)
+    assert y.shape == (0, 32)
+    y.sum().backward()
+    assert x.grad.shape == (0, 32)
+    assert torch.equal(weight.grad, torch.zeros(32, device=DEVICE))
+
+
+def test_n1_output_is_bias():
+    x = torch.randn(5, 1, device=DEVICE)
+    bias = torch.randn(1, device=DEVICE)
+    assert torch.equal(layer_norm(x, (1,), torch.ones(1, device=DEVICE), bias), bias.expand(5, 1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_mixed_precision_parameters(dtype):
+    """float32 weight/bias with a half input: y in the input dtype, dW/dB in float32."""
+    x = torch.randn(12, 80, device=DEVICE, dtype=dtype)
+    weight, bias = torch.randn(80, device=DEVICE), torch.randn(80, device=DEVICE)
+    _, _, dw, db = check_against_torch(x, (80,), weight, bias) if not ON_GPU else _mixed_on_gpu(x, weight, bias)
+    assert dw.dtype == db.dtype == torch.float32
+
+
+def _mixed_on_gpu(x, weight, bias):
+    # torch's CUDA layer_norm rejects mixed dtypes, so compare with the reference alone.
+    from helpers import forward_backward
+
+    dy = torch.randn_like(x)
+    ours = forward_backward(layer_norm, x, (x.shape[-1],), weight, bias, dy)
+    exact = forward_backward(layer_norm_reference, x.double(), (x.shape[-1],), weight.double(), bias.double(), dy.double())
+    same_dtype = forward_backward(F.layer_norm, x, (x.shape[-1],), weight.to(x.dtype), bias.to(x.dtype), dy)
+    for name, o, t, e in zip(("y", "dx", "dw", "db"), ours, same_dtype, exact):
+        assert_as_accurate_as_torch(name, o, t.to(o.dtype), e, x.dtype)
+    return ours
+
+
+def test_eps_is_used():
+    x = torch.randn(4, 16, device=DEVICE) * 1e-3
+    for eps in (1e-5, 1.0):
+        torch.testing.assert_close(layer_norm(x, (16,), eps=eps), F.layer_norm(x, (16,), eps=eps))
+
+
+def test_forced_looped_forward_kernel():
+    """The wide-row kernel, on a row small enough for the interpreter (block 32, 5 loop steps)."""
+    x = torch.randn(3, 150, device=DEVICE) + 100  # large mean: the shift must prevent cancellation
+    weight, bias = torch.randn(150, device=DEVICE), torch.randn(150, device=DEVICE)
+    y, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5, config=launch.ForwardConfig(True, 1, 32, 1))
+    exact = layer_norm_reference(x, (150,), weight, bias)
+    assert_as_accurate_as_torch("y", y, F.layer_norm(x, (150,), weight, bias), exact, torch.float32)
+    torch.testing.assert_close(mean, x.mean(-1))
+    torch.testing.assert_close(rstd, torch.rsqrt(x.var(-1, unbiased=False) + 1e-5))
+
+
+def test_autocast_gives_torch_dtype():
+    device_type = "cuda" if ON_GPU else "cpu"
+    x = torch.randn(8, 32, device=DEVICE, dtype=torch.bfloat16)
+    weight = torch.randn(32, device=DEVICE, dtype=torch.bfloat16)
+    with torch.autocast(device_type, dtype=torch.bfloat16):
+        ours, theirs = layer_norm(x, (32,), weight), F.layer_norm(x, (32,), weight)
+    assert ours.dtype == theirs.dtype
+    torch.testing.assert_close(ours, theirs, atol=2e-2, rtol=2e-2)
+
+
+def test_cpu_fallback_without_interpreter():
+    """Without TRITON_INTERPRET, CPU tensors go to torch's own layer_norm (a fresh process)."""
+    code = (
+        "import torch, torch.nn.functional as F, ln_tutorial\n"
+        "from ln_tutorial import launch\n"
+        "assert not launch.INTERPRET\n"
+        "launch.layer_norm_forward = None  # any kernel launch would now fail\n"
+        "x = torch.randn(6, 20, dtype=torch.bfloat16, requires_grad=True)\n"
+        "w = torch.randn(20, requires_grad=True)  # float32 weight, bf16 input: CPU torch allows it\n"
+        "y = ln_tutorial.LayerNorm(20)(x)\n"
+        "assert torch.equal(ln_tutorial.layer_norm(x, (20,), w), F.layer_norm(x, (20,), w))\n"
+        "ln_tutorial.layer_norm(x, (20,), w).sum().backward()\n"
+        "assert w.grad.dtype == torch.float32 and x.grad.dtype == torch.bfloat16\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=300)

@@ -1,0 +1,96 @@
+"""LayerNorm module parity with torch.nn.LayerNorm; torch.compile and CUDA graphs on the GPU."""
+
+import pytest
+import torch
+
+from conftest import DEVICE
+from ln_tutorial import LayerNorm, layer_norm
+
+gpu = pytest.mark.gpu
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        pytest.param({}, id="default"),
+        pytest.param({"elementwise_affine": False}, id="no-affine"),
+        pytest.param({"bias": False}, id="no-bias"),  # the bias-free (PaLM) variant
+        pytest.param({"eps": 1e-3}, id="eps"),
+    ],
+)
+def test_module_matches_torch_module(kwargs):
+    theirs = torch.nn.LayerNorm(24, device=DEVICE, **kwargs)
+    if theirs.weight is not None:
+        torch.nn.init.normal_(theirs.weight)
+    if theirs.bias is not None:
+        torch.nn.init.normal_(theirs.bias)
+    ours = LayerNorm(24, device=DEVICE, **kwargs)
+    ours.load_state_dict(theirs.state_dict())
+    assert isinstance(ours, torch.nn.LayerNorm)
+    assert ours.state_dict().keys() == theirs.state_dict().keys()
+    x = torch.randn(3, 5, 24, device=DEVICE)
+    torch.testing.assert_close(ours(x), theirs(x))
+
+
+def test_module_grads_match_torch_module():
+    theirs = torch.nn.LayerNorm((4, 6), device=DEVICE)
+    ours = LayerNorm((4, 6), device=DEVICE)
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(5, 4, 6, device=DEVICE)
+    for module in (ours, theirs):
+        module(x).pow(2).sum().backward()
+    torch.testing.assert_close(ours.weight.grad, theirs.weight.grad)
+    torch.testing.assert_close(ours.bias.grad, theirs.bias.grad)
+
+
+def test_module_dtype_and_strategy_attribute():
+    module = LayerNorm(16, dtype=torch.float64, device=DEVICE, backward_strategy="lock")
+    assert module.weight.dtype == torch.float64
+    assert "backward_strategy='lock'" in repr(module)
+    module.backward_strategy = "deterministic"
+    x = torch.randn(4, 16, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    module(x).sum().backward()
+    assert x.grad is not None
+
+
+@gpu
+def test_torch_compile_fullgraph():
+    x = torch.randn(256, 1000, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+    weight = torch.randn(1000, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+
+    def step(x, weight):
+        return layer_norm(x * 2, (1000,), weight).float().square().mean()
+
+    compiled = torch.compile(step, fullgraph=True)
+    loss = compiled(x, weight)
+    loss.backward()
+    grads = x.grad.clone(), weight.grad.clone()
+    x.grad = weight.grad = None
+    step(x, weight).backward()
+    torch.testing.assert_close(grads[0], x.grad)
+    torch.testing.assert_close(grads[1], weight.grad)
+
+
+@gpu
+def test_cuda_graph_capture_forward_and_backward():
+    module = LayerNorm(512, device=DEVICE)
+    x = torch.randn(64, 512, device=DEVICE, requires_grad=True)
+    dy = torch.randn(64, 512, device=DEVICE)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm-up compiles the kernels outside the capture
+        module(x).backward(dy)
+    torch.cuda.current_stream().wait_stream(stream)
+    module.zero_grad(set_to_none=False)
+    x.grad = None
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = module(x)
+        y.backward(dy)
+    for _ in range(2):
+        x.data.copy_(torch.randn_like(x))
+        module.zero_grad(set_to_none=False)
+        graph.replay()
+        torch.cuda.synchronize()
+        expected = torch.nn.functional.layer_norm(x.detach(), (512,), module.weight.detach(), module.bias.detach())
+        torch.testing.assert_close(y, expected)
