@@ -1,0 +1,127 @@
+"""Pull the package's own source into the gallery scripts at build time.
+
+Why: the tutorial pages show the kernels and launchers of ``ln_tutorial``. A
+pasted copy would drift from the tested code, and a ``literalinclude`` in a
+text cell would survive into the downloaded notebook as raw reST. So the
+scripts in ``examples/`` carry marker lines in their code cells::
+
+    # ln_tutorial:source ln_tutorial.kernels.layer_norm_fwd_kernel
+
+and :func:`expand_examples` writes a copy of ``examples/`` into a generated
+(git-ignored) directory with each marker replaced by the object's current
+source, found with :mod:`ast` in the module's file (decorators included). The
+generated scripts are what sphinx-gallery renders, executes and offers for
+download, so the page, the ``.py`` and the ``.ipynb`` all show the real code
+as an ordinary code cell.
+
+Executing such a cell defines a copy of the object in the script's namespace,
+identical to the package's. The rest of a script never uses those names: it
+calls the package (``ln_tutorial.layer_norm``, ``launch.layer_norm_forward``),
+so the raw ``examples/*.py``, where a marker is only a comment, run the same.
+A shown cell needs at run time only what its definition needs at ``def``
+time: decorators and default values (``triton``, ``tl``, ``torch``), which the
+scripts import in their first code cell. They also start with
+``from __future__ import annotations``, so type annotations are never evaluated.
+
+Only a marker alone on its line is expanded; it must sit in a code cell (not
+in a ``# %%`` text block). The names it may point to are top-level functions,
+classes and assignments of a module in the ``ln_tutorial`` package.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+import shutil
+from pathlib import Path
+
+#: A marker: the whole line, optionally indented, naming ``module.object``.
+MARKER = re.compile(r"^(?P<indent>[ \t]*)# ln_tutorial:source (?P<target>[\w.]+)[ \t]*$", re.M)
+
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def module_file(module: str) -> Path:
+    """Path of ``module``'s source file, without importing the package (no torch needed)."""
+    top, _, rest = module.partition(".")
+    candidate = _REPO / top
+    if not candidate.is_dir():
+        spec = importlib.util.find_spec(top)
+        if spec is None or not spec.submodule_search_locations:
+            raise LookupError(f"cannot find package {top!r}")
+        candidate = Path(list(spec.submodule_search_locations)[0])
+    path = candidate.joinpath(*rest.split(".")) if rest else candidate / "__init__"
+    if path.is_dir():
+        return path / "__init__.py"
+    return path.with_suffix(".py")
+
+
+def object_source(target: str) -> tuple[str, Path, int]:
+    """``(source, file, first line)`` of the top-level object ``module.name``."""
+    module, _, name = target.rpartition(".")
+    path = module_file(module)
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    for node in ast.parse(text, filename=str(path)).body:
+        names = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = [node.name]
+        elif isinstance(node, ast.Assign):
+            names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names = [node.target.id]
+        if name in names:
+            first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+            return "\n".join(lines[first - 1 : node.end_lineno]), path, first
+    raise LookupError(f"{target}: no top-level def, class or assignment named {name!r} in {path}")
+
+
+def expand_text(text: str) -> str:
+    """``text`` with every marker line replaced by the source it names."""
+
+    def replace(match: re.Match) -> str:
+        target, indent = match["target"], match["indent"]
+        source, path, first = object_source(target)
+        rel = path.relative_to(path.parents[1]).as_posix()
+        header = f"# From {rel}: the package's own source, inserted when this file was generated.\n"
+        body = header + source
+        return "\n".join(indent + line if line else line for line in body.splitlines())
+
+    # Two blank lines between the objects of consecutive markers, as between definitions.
+    text = re.sub(r"^([ \t]*# ln_tutorial:source [\w.]+[ \t]*)\n(?=[ \t]*# ln_tutorial:source )", r"\1\n\n\n", text, flags=re.M)
+    return MARKER.sub(replace, text)
+
+
+def expand_examples(src: Path, dst: Path) -> list[Path]:
+    """Mirror ``src`` into ``dst``, expanding markers in ``*.py``; return the written files.
+
+    Files whose content did not change are left untouched (sphinx-gallery
+    keys its cache on content, and unchanged mtimes keep rebuilds quiet).
+    Files in ``dst`` that no longer exist in ``src`` are removed.
+    """
+    src, dst = Path(src), Path(dst)
+    dst.mkdir(parents=True, exist_ok=True)
+    wanted = {}
+    for path in sorted(src.rglob("*")):
+        if path.is_dir() or "__pycache__" in path.parts:
+            continue
+        rel = path.relative_to(src)
+        if path.suffix == ".py":
+            wanted[rel] = expand_text(path.read_text(encoding="utf-8")).encode("utf-8")
+        else:
+            wanted[rel] = path.read_bytes()
+    written = []
+    for rel, data in wanted.items():
+        out = dst / rel
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if not out.exists() or out.read_bytes() != data:
+            out.write_bytes(data)
+        written.append(out)
+    for path in sorted(dst.rglob("*"), reverse=True):
+        rel = path.relative_to(dst)
+        if path.is_file() and rel not in wanted:
+            path.unlink()
+        elif path.is_dir() and not any(path.iterdir()):
+            shutil.rmtree(path)
+    return written

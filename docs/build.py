@@ -1,0 +1,157 @@
+"""Build the ln_tutorial site: every edition, and the root page that picks one.
+
+    python docs/build.py              # what ``tox -e docs`` runs
+    python docs/build.py --keep-cache # reuse examples already executed
+    python docs/build.py --gettext    # only the message templates (no example runs)
+
+Steps:
+
+1. The English edition, ``sphinx-build -W --keep-going`` into
+   ``docs/_build/html/en/``. This runs the gallery scripts (conf.py first
+   expands their source markers into ``docs/_generated/examples/``).
+2. Every other edition that has catalogs in ``docs/locale/<lang>/LC_MESSAGES/``
+   (``zh_CN``), with ``-D language=<lang>`` into ``docs/_build/html/<lang>/``
+   and its own doctree directory. The source and gallery directories are the
+   same, so sphinx-gallery finds the scripts unchanged (md5) and reuses the
+   executed results: the examples run once, not once per language.
+3. ``docs/_build/html/index.html``: sends the reader to the edition matching
+   the browser's language, with plain links to every edition.
+
+Any warning fails the build (after all pages are tried, ``--keep-going``);
+a failing example fails it too. By default the gallery output is removed
+first, so every script runs against the current package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+ROOT = DOCS.parent
+BUILD = DOCS / "_build"
+HTML = BUILD / "html"
+LABELS = {"en": "English", "zh_CN": "简体中文"}
+# Browser language prefixes that choose an edition other than English.
+BROWSER_PREFIXES = {"zh_CN": ["zh"]}
+# What sphinx-gallery writes into the source tree (git-ignored).
+GALLERY_OUTPUTS = [DOCS / "tutorials", DOCS / "sg_execution_times.rst", DOCS / "_generated"]
+
+
+def editions() -> list[str]:
+    """English plus every language that has catalogs."""
+    found = ["en"]
+    locale = DOCS / "locale"
+    if locale.is_dir():
+        for lang_dir in sorted(p for p in locale.iterdir() if p.is_dir()):
+            if any((lang_dir / "LC_MESSAGES").rglob("*.po")):
+                found.append(lang_dir.name)
+    return found
+
+
+def sphinx(builder: str, out: Path, doctrees: Path, *extra: str) -> None:
+    cmd = [sys.executable, "-m", "sphinx", "-b", builder, "-W", "--keep-going", "-q", "-j", "1",
+           "-d", str(doctrees), *extra, str(DOCS), str(out)]  # fmt: skip
+    print("+", " ".join(cmd), flush=True)
+    result = subprocess.run(cmd, cwd=ROOT)
+    if result.returncode:
+        sys.exit(f"docs/build.py: sphinx-build ({builder}) failed with exit code {result.returncode}")
+
+
+def write_root_index(langs: list[str]) -> Path:
+    """A tiny page: redirect by navigator.languages, plain links for everyone else."""
+    links = "\n".join(
+        f'    <li><a href="{lang}/index.html" hreflang="{lang.replace("_", "-")}" '
+        f'lang="{lang.replace("_", "-")}">{html.escape(LABELS.get(lang, lang))}</a></li>'
+        for lang in langs
+    )
+    prefixes = {lang: BROWSER_PREFIXES.get(lang, [lang.split("_")[0]]) for lang in langs if lang != "en"}
+    rules = "\n".join(
+        f'      if ({" || ".join(f"tag.indexOf({p!r}) === 0" for p in pfx)}) return "{lang}/index.html";'
+        for lang, pfx in prefixes.items()
+    )
+    page = f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <meta name="viewport" content="width=device-width, initial-scale=1">
+  <title>ln_tutorial: Layer Normalization in Triton</title>
+  <script>
+    // Send the reader to the edition in their browser's language (English otherwise).
+    (function () {{
+      function pick() {{
+        var tags = navigator.languages || [navigator.language || navigator.userLanguage || "en"];
+        for (var i = 0; i < tags.length; i++) {{
+          var tag = String(tags[i]).toLowerCase();
+          if (tag.indexOf("en") === 0) return "en/index.html";
+{rules}
+        }}
+        return "en/index.html";
+      }}
+      window.location.replace(pick() + window.location.hash);
+    }})();
+  </script>
+  <style>
+    body {{ font-family: Lato, "Helvetica Neue", Arial, sans-serif; margin: 4em auto; max-width: 36em; color: #404040; }}
+    a {{ color: #2980b9; }}
+  </style>
+</head>
+<body>
+  <h1>ln_tutorial</h1>
+  <p>Layer Normalization in Triton: choose an edition.</p>
+  <ul>
+{links}
+  </ul>
+</body>
+</html>
+"""
+    path = HTML / "index.html"
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--keep-cache", action="store_true", help="reuse executed examples and doctrees")
+    parser.add_argument("--gettext", action="store_true",
+                        help="write the .pot templates into docs/_build/gettext without running the examples")
+    parser.add_argument("--only", choices=list(LABELS), help="build just this edition")
+    args = parser.parse_args(argv)
+    start = time.monotonic()
+
+    if args.gettext:
+        # -D plot_gallery=0: sphinx-gallery renders the scripts without running them.
+        sphinx("gettext", BUILD / "gettext", BUILD / "doctrees" / "gettext", "-D", "plot_gallery=0")
+        print(f"templates in {BUILD / 'gettext'}; update catalogs with:\n"
+              f"  sphinx-intl update -p {BUILD / 'gettext'} -d {DOCS / 'locale'} -l zh_CN")
+        return
+
+    if not args.keep_cache:
+        for path in GALLERY_OUTPUTS + [BUILD / "doctrees", HTML]:
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+
+    langs = [args.only] if args.only else editions()
+    for lang in langs:
+        t0 = time.monotonic()
+        extra = [] if lang == "en" else ["-D", f"language={lang}"]
+        sphinx("html", HTML / lang, BUILD / "doctrees" / lang, *extra)
+        print(f"  {lang}: {time.monotonic() - t0:.0f} s", flush=True)
+    index = write_root_index([lang for lang in editions() if (HTML / lang / "index.html").exists()])
+
+    print(f"\nThe site is built ({time.monotonic() - start:.0f} s): {index}")
+    for lang in langs:
+        print(f"  {LABELS.get(lang, lang):8} {HTML / lang / 'index.html'}")
+    print(f"Serve it locally with:\n  python -m http.server -d {HTML.relative_to(ROOT)}\n"
+          f"and open http://127.0.0.1:8000/")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""Sphinx configuration of the ln_tutorial site (English source, gettext-ready).
+
+Build it with ``python docs/build.py`` (what ``tox -e docs`` runs): it builds
+every edition and writes the root page. A bare ``sphinx-build docs out`` works
+too and gives the English edition.
+
+The site must work offline: MathJax is served from ``_static/mathjax``
+(sphinx-mathjax-offline), the theme ships its fonts, and no extension that
+fetches anything (intersphinx, binder links, ...) is enabled.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+ROOT = DOCS.parent
+sys.path.insert(0, str(ROOT))  # the package, also when it is not installed
+sys.path.insert(0, str(DOCS / "_ext"))
+
+# The gallery scripts run inside this process. Without a GPU they switch
+# Triton to its interpreter themselves, but autodoc may import ln_tutorial
+# first, and Triton reads TRITON_INTERPRET when kernels are decorated.
+try:
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+except ImportError:  # pragma: no cover - torch is a hard dependency
+    pass
+
+import ln_gallery  # noqa: E402  (docs/_ext)
+
+# -- Project -----------------------------------------------------------------
+project = "ln_tutorial"
+author = "the ln_tutorial authors"
+copyright = "2026, the ln_tutorial authors"
+release = version = "0.1.0"
+
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.mathjax",
+    "sphinx-mathjax-offline",  # copies MathJax 3 into _static/mathjax, sets mathjax_path
+    "sphinx_gallery.gen_gallery",
+    "myst_parser",
+    "ln_bench_results",  # docs/_ext: the recorded tables on the Benchmarks page
+]
+
+templates_path = ["_templates"]
+html_static_path = ["_static"]
+html_css_files = ["ln_tutorial.css"]
+exclude_patterns = [
+    "_build",
+    "_generated",
+    "locale",
+    "Thumbs.db",
+    ".DS_Store",
+]
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+root_doc = "index"
+language = "en"
+pygments_style = "sphinx"
+
+# -- i18n (issue 5) ------------------------------------------------------------
+# One catalog per document under locale/<lang>/LC_MESSAGES/, e.g.
+# tutorials/01_forward.po. build.py passes -D language=zh_CN for that edition.
+locale_dirs = ["locale/"]
+gettext_compact = False
+gettext_uuid = False
+gettext_location = False  # no file:line comments: they churn on every edit
+
+#: Editions this build links between (language switch on every page, root page).
+EDITIONS = {"en": "English", "zh_CN": "简体中文"}
+_built = ["en"] + [
+    lang for lang in EDITIONS if lang != "en" and any((DOCS / "locale" / lang / "LC_MESSAGES").rglob("*.po"))
+]
+
+# -- HTML --------------------------------------------------------------------
+html_theme = "sphinx_rtd_theme"
+html_title = "ln_tutorial documentation"
+html_theme_options = {
+    "navigation_depth": 3,
+    "collapse_navigation": False,
+    "style_external_links": False,
+    "prev_next_buttons_location": "both",
+}
+html_context = {
+    "ln_editions": [(lang, EDITIONS[lang]) for lang in _built],
+}
+html_show_sourcelink = True
+html_copy_source = True
+
+# -- autodoc -----------------------------------------------------------------
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+autodoc_default_options = {"members": True, "show-inheritance": False}
+napoleon_google_docstring = True
+napoleon_numpy_docstring = False
+
+# -- MyST --------------------------------------------------------------------
+myst_enable_extensions = ["dollarmath", "colon_fence", "deflist"]
+myst_heading_anchors = 3
+
+# -- sphinx-gallery -------------------------------------------------------------
+# examples/ holds the scripts as written; ln_gallery copies them into
+# _generated/examples/ with each "# ln_tutorial:source <object>" marker replaced
+# by that object's current source (see docs/_ext/ln_gallery.py). sphinx-gallery
+# renders, runs and offers for download the generated copies.
+GENERATED_EXAMPLES = DOCS / "_generated" / "examples"
+ln_gallery.expand_examples(ROOT / "examples", GENERATED_EXAMPLES)
+
+sphinx_gallery_conf = {
+    "examples_dirs": str(GENERATED_EXAMPLES.relative_to(DOCS)),
+    "gallery_dirs": "tutorials",
+    "filename_pattern": r"/\d\d_",  # run 01_forward.py etc. (default runs only plot_*)
+    "within_subsection_order": "FileNameSortKey",
+    "download_all_examples": True,
+    # Never print "Total running time": it changes on every run and would turn
+    # the translated catalogs fuzzy. No execution-times page either.
+    "min_reported_time": 10**9,
+    "write_computation_times": False,
+    "show_memory": False,
+    "remove_config_comments": True,
+    "abort_on_example_error": False,
+    "only_warn_on_example_error": False,  # a failing example fails the build
+    "image_scrapers": ("matplotlib",),
+    "matplotlib_animations": False,
+    "capture_repr": (),
+    "reference_url": {},
+    "backreferences_dir": None,
+    "plot_gallery": "True",
+}
+
+# Warnings that are not ours to fix: none so far. Keep this list empty unless a
+# dependency forces it, and say why.
+suppress_warnings = []

@@ -1,0 +1,249 @@
+"""
+Layer Normalization, part 3: benchmarks
+=======================================
+
+In this tutorial you will measure how fast the layer normalization of the
+previous pages is, forward and backward, and compare it with PyTorch and with
+other libraries' kernels.
+
+In doing so, you will learn about:
+
+* Measuring a memory-bound kernel in GB/s, and why the bandwidth of a plain
+  copy is the ceiling to compare with.
+
+* Timing GPU code properly: warm-up, a flushed L2 cache, percentiles rather
+  than a single run.
+
+* Reading the results: where the fused kernels win, where they cannot, and
+  what the shapes of real language models ask for.
+"""
+
+# %%
+# Setting up
+# ----------
+#
+# On a GPU this page measures live, which takes a few minutes. Without a GPU
+# there is nothing to time: it shows the results recorded on a GPU and shipped
+# with the package (with where and when they were measured), and runs the
+# benchmark's code on a tiny input through the interpreter only to show that
+# it works.
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ["TRITON_INTERPRET"] = "1"
+    print("No CUDA GPU found: showing the recorded GPU results; the kernels run\n"
+          "on the CPU through Triton's interpreter (TRITON_INTERPRET=1), on small inputs.")
+
+import matplotlib.pyplot as plt
+import triton
+
+from ln_tutorial import bench
+
+ON_GPU = torch.cuda.is_available()
+
+# %%
+# What to measure
+# ---------------
+#
+# A layer norm does a handful of operations per element it reads; a modern
+# GPU can do hundreds of operations in the time it takes to fetch one element
+# from memory. So its speed is set by memory traffic, and the natural unit is
+# bandwidth: bytes moved per second. For an input of :math:`M` rows of
+# :math:`N` elements of :math:`s` bytes, the forward must read :math:`x` and
+# write :math:`y`, and the backward must read :math:`x` and
+# :math:`\nabla_y` and write :math:`\nabla_x`:
+#
+# .. math::
+#
+#    \text{GB/s}_{\text{forward}} = \frac{2\,M N s}{t}, \qquad
+#    \text{GB/s}_{\text{backward}} = \frac{3\,M N s}{t}.
+#
+# The weight, bias, mean and rstd are :math:`O(N + M)` and left out, as in the
+# Triton tutorial. Counting only the traffic that any implementation must do
+# makes the numbers comparable: a kernel that moves more bytes than necessary
+# simply scores lower.
+#
+# The ceiling is what the memory system can do at all. A device-to-device
+# copy reads and writes every byte once, like the forward, with no arithmetic
+# at all, so its bandwidth is the most a layer norm could reach. The benchmark
+# measures it first on the same GPU, and every plot draws it as a dashed
+# line. (On an H100 a copy reaches about 3000 GB/s, counting reads and writes,
+# out of the 3350 GB/s of its HBM3 specification.)
+#
+# How it is timed
+# ---------------
+#
+# Each measurement uses ``triton.testing.do_bench``: it runs the function a few
+# times to warm up (compiling, autotuning, allocating), then repeatedly, each
+# time after overwriting a buffer larger than the L2 cache so that no input is
+# served from the cache, and reports the 20th, 50th and 80th percentiles of
+# the times. The plots show the median. For the backward, the forward is run
+# once and its graph kept, so only the backward is timed, and the gradients
+# are reset to ``None`` between runs so that no accumulation is timed:
+
+# ln_tutorial:source ln_tutorial.bench.time_provider
+
+# %%
+# The competitors, each a function of ``(x, weight, bias)``:
+#
+# * ``ln_tutorial``: this package, with the deterministic persistent backward;
+# * ``ln_tutorial-lock``: the same forward, with the Triton tutorial's
+#   lock-based backward (so it appears in the backward plots only);
+# * ``torch``: ``torch.nn.functional.layer_norm``, PyTorch's CUDA kernels;
+# * ``torch.compile``: the same call compiled by TorchInductor, which generates
+#   its own Triton kernels;
+# * ``liger``, ``apex``, ``flash-attn``, ``quack``: the layer norms of
+#   Liger-Kernel, NVIDIA Apex, FlashAttention's ops and QuACK, when installed.
+#
+# Two sets of shapes are measured: the Triton tutorial's sweep (float16,
+# :math:`M = 4096`, :math:`N` from 1024 to 15872), and shapes of real language
+# models in bfloat16 (hidden sizes from 1024 to 65536, with as many rows as a
+# large batch of tokens).
+
+print("tutorial sweep:", bench.SETS["tutorial"][0], "...", bench.SETS["tutorial"][-1], "float16")
+print("LLM shapes:    ", bench.SETS["llm"], "bfloat16")
+
+# %%
+# The results
+# -----------
+#
+# On a GPU the next cell measures everything it can import (set
+# ``LN_TUTORIAL_BENCH_PROVIDERS`` to a comma-separated list to restrict it).
+# Without one it loads the recorded results: the last run stored in
+# ``ln_tutorial/data/benchmarks/``.
+
+if ON_GPU:
+    wanted = os.environ.get("LN_TUTORIAL_BENCH_PROVIDERS")
+    rows = bench.measure(providers=wanted.split(",") if wanted else None, progress=False)
+    source = "measured live for this page"
+else:
+    rows = bench.latest_run(bench.load_results())
+    source = "recorded results shipped with the package"
+if rows:
+    print(f"{source}: {bench.provenance(rows)}")
+else:
+    print("No recorded results are shipped with this version of the package yet.\n"
+          "On a GPU, `python -m ln_tutorial.bench` measures them and records a CSV.")
+
+# %%
+# The forward pass, GB/s against the row length :math:`N`:
+
+if rows:
+    ax = bench.plot_sweep(rows, "forward")
+    ax.set_title(f"layer-norm-forward, M = 4096, float16\n{bench.provenance(rows)}", fontsize=9)
+    plt.show()
+    print(bench.format_table(rows, "forward"))
+
+# %%
+# The backward pass:
+
+if rows:
+    ax = bench.plot_sweep(rows, "backward")
+    ax.set_title(f"layer-norm-backward, M = 4096, float16\n{bench.provenance(rows)}", fontsize=9)
+    plt.show()
+    print(bench.format_table(rows, "backward"))
+
+# %%
+# And the shapes of language models, as a percentage of the copy bandwidth
+# (100% would be a kernel as fast as a copy):
+
+if rows:
+    for mode in ("forward", "backward"):
+        print(bench.llm_table(rows, mode))
+        print()
+
+# %%
+# What the numbers mean
+# ---------------------
+#
+# Read the plots against the dashed line, not against each other:
+#
+# * **Short rows** (the left of the sweep) are the hard case for everyone. A
+#   row of 1024 float16 values is 2 KB, so a kernel that gives one row to each
+#   program moves too few bytes per program to keep the memory busy. Packing
+#   several rows into a program (``BLOCK_M`` on the first page) is what lets
+#   the fused forward approach the ceiling there.
+#
+# * **The forward** of a fused kernel reads :math:`x` once and writes :math:`y`
+#   once, like the copy, so the best implementations get within a few percent
+#   to a few tens of percent of it. The gap that remains is the cost of the
+#   reductions, which make every program wait for a whole row before it can
+#   write.
+#
+# * **The backward** is where the implementations differ most. Besides
+#   :math:`\nabla_x` it must produce :math:`\nabla_w` and :math:`\nabla_b`, a
+#   reduction over all rows. The lock-based strategy reads and writes a shared
+#   buffer row for every input row and makes programs queue for locks; the
+#   persistent strategy keeps the partial sums in registers and writes one row
+#   per program, so its traffic stays close to the necessary :math:`3MNs`
+#   bytes. Implementations that compute :math:`\nabla_w` and :math:`\nabla_b`
+#   in a separate pass over :math:`x` and :math:`\nabla_y` move about
+#   :math:`5MNs` bytes and score accordingly.
+#
+# * **Wide rows** (hidden sizes of 32768 and more, in the LLM table) no longer
+#   fit in registers. The looped kernels read each row twice, but the second
+#   read mostly hits the L2 cache, so they lose less than the factor of two
+#   the traffic suggests.
+#
+# The numbers depend on the GPU, the driver and the versions of PyTorch and
+# Triton, which is why each plot carries its provenance. The
+# `Benchmarks <../benchmarks.html>`_ page lists every recorded run, and the
+# `performance notes <../performance.html>`_ explain the tuning behind them.
+#
+# A tiny run on this machine
+# --------------------------
+#
+# Timing the interpreter would say nothing about a GPU, but the benchmark's
+# providers can still be run, to show that the code path this page uses
+# works. Here the package's two backward strategies and PyTorch are called
+# exactly as the benchmark calls them, on a small input, and must agree:
+
+providers = bench.available_providers(["ln_tutorial", "ln_tutorial-lock", "torch"])
+device = "cuda" if ON_GPU else "cpu"
+m, n = (64, 512) if not ON_GPU else (4096, 4096)
+x = (-2.3 + 0.5 * torch.randn(m, n, device=device)).requires_grad_(True)
+weight = torch.rand(n, device=device, requires_grad=True)
+bias = torch.rand(n, device=device, requires_grad=True)
+dy = 0.1 * torch.randn(m, n, device=device)
+results = {}
+for name, fn in providers.items():
+    y = fn(x, weight, bias)
+    y.backward(dy)
+    results[name] = [t.detach().clone() for t in (y, x.grad, weight.grad, bias.grad)]
+    x.grad = weight.grad = bias.grad = None
+for name, tensors in results.items():
+    diffs = [(a - b).abs().max().item() for a, b in zip(tensors, results["torch"])]
+    print(f"{name:>17}: max |difference to torch| in y, dx, dw, db: " + ", ".join(f"{d:.1e}" for d in diffs))
+    assert all(d < 1e-3 for d in diffs)
+
+# %%
+# To measure on your own GPU and record the results with their provenance:
+#
+# .. code-block:: bash
+#
+#    python -m ln_tutorial.bench                       # everything, appended to data/benchmarks/<gpu>.csv
+#    python -m ln_tutorial.bench --modes backward --providers ln_tutorial torch --no-save
+#
+# References
+# ----------
+#
+# * The Triton documentation's layer normalization tutorial, whose benchmark
+#   (GB/s of the backward against PyTorch and Apex, :math:`M = 4096`,
+#   float16) this page extends.
+#   `triton-lang.org <https://triton-lang.org/main/getting-started/tutorials/05-layer-norm.html>`_
+#
+# * Samuel Williams, Andrew Waterman and David Patterson, "Roofline: An
+#   Insightful Visual Performance Model for Multicore Architectures",
+#   Communications of the ACM 52(4), 2009 (why bandwidth bounds such kernels).
+#
+# * NVIDIA, "NVIDIA H100 Tensor Core GPU Architecture" whitepaper, 2022 (the
+#   memory system behind the recorded results).
+#
+# * Jimmy Lei Ba, Jamie Ryan Kiros and Geoffrey E. Hinton, "Layer
+#   Normalization", arXiv:1607.06450, 2016.
+#   `arxiv.org/abs/1607.06450 <https://arxiv.org/abs/1607.06450>`_
