@@ -32,7 +32,8 @@ def layer_norm_fwd_kernel(
     stride_y,  # elements between two rows of Y
     M,  # number of rows
     N,  # number of columns (elements normalized together)
-    eps,  # added to the variance, as in torch
+    eps,  # added to the variance, as in torch (rounded to float32 by Triton)
+    eps_lo,  # eps minus its float32 rounding, so float64 inputs see eps exactly
     BLOCK_M: tl.constexpr,  # rows handled together by one program
     BLOCK_N: tl.constexpr,  # power of two >= N: the whole row stays on chip
     COMPUTE: tl.constexpr,  # accumulation dtype
@@ -49,7 +50,7 @@ def layer_norm_fwd_kernel(
     # Centre first, then square: the two-pass variance does not cancel.
     x_centered = tl.where(mask, x - mean[:, None], 0.0)
     var = tl.sum(x_centered * x_centered, axis=1) / N
-    rstd = 1.0 / tl.sqrt(var + eps)
+    rstd = 1.0 / tl.sqrt(var + eps + eps_lo)
     y = x_centered * rstd[:, None]
     if W is not None:
         y = y * tl.load(W + cols, mask=col_mask, other=0.0).to(COMPUTE)[None, :]
@@ -72,7 +73,8 @@ def layer_norm_fwd_looped_kernel(
     stride_x,  # elements between two rows of X
     stride_y,  # elements between two rows of Y
     N,  # number of columns; larger than BLOCK_N
-    eps,  # added to the variance
+    eps,  # added to the variance (rounded to float32 by Triton)
+    eps_lo,  # eps minus its float32 rounding
     BLOCK_N: tl.constexpr,  # columns handled per loop step
     COMPUTE: tl.constexpr,  # accumulation dtype
 ):
@@ -93,18 +95,19 @@ def layer_norm_fwd_looped_kernel(
     sum_sq_dev = tl.zeros([BLOCK_N], dtype=COMPUTE)
     for start in range(0, N, BLOCK_N):
         mask = start + cols < N
-        x = tl.load(x_row + start + cols, mask=mask, other=0.0).to(COMPUTE)
+        # evict_last: keep the row in L2 for the second sweep
+        x = tl.load(x_row + start + cols, mask=mask, other=0.0, eviction_policy="evict_last").to(COMPUTE)
         dev = tl.where(mask, x - shift, 0.0)
         sum_dev += dev
         sum_sq_dev += dev * dev
     mean_dev = tl.sum(sum_dev, axis=0) / N
     var = tl.maximum(tl.sum(sum_sq_dev, axis=0) / N - mean_dev * mean_dev, 0.0)
     mean = shift + mean_dev
-    rstd = 1.0 / tl.sqrt(var + eps)
+    rstd = 1.0 / tl.sqrt(var + eps + eps_lo)
 
     for start in range(0, N, BLOCK_N):
         mask = start + cols < N
-        x = tl.load(x_row + start + cols, mask=mask, other=0.0).to(COMPUTE)
+        x = tl.load(x_row + start + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(COMPUTE)
         y = (x - mean) * rstd
         if W is not None:
             y = y * tl.load(W + start + cols, mask=mask, other=0.0).to(COMPUTE)
@@ -206,8 +209,8 @@ def layer_norm_bwd_dx_looped_kernel(
     sum_wdy = tl.zeros([BLOCK_N], dtype=COMPUTE)
     for start in range(0, N, BLOCK_N):
         mask = start + cols < N
-        x = tl.load(X + row * stride_x + start + cols, mask=mask, other=0.0).to(COMPUTE)
-        w_dy = tl.load(DY + row * stride_dy + start + cols, mask=mask, other=0.0).to(COMPUTE)
+        x = tl.load(X + row * stride_x + start + cols, mask=mask, other=0.0, eviction_policy="evict_last").to(COMPUTE)
+        w_dy = tl.load(DY + row * stride_dy + start + cols, mask=mask, other=0.0, eviction_policy="evict_last").to(COMPUTE)
         if W is not None:
             w_dy *= tl.load(W + start + cols, mask=mask, other=0.0).to(COMPUTE)
         sum_xhat_wdy += tl.where(mask, (x - mean) * rstd, 0.0) * w_dy
@@ -217,8 +220,8 @@ def layer_norm_bwd_dx_looped_kernel(
 
     for start in range(0, N, BLOCK_N):
         mask = start + cols < N
-        x = tl.load(X + row * stride_x + start + cols, mask=mask, other=0.0).to(COMPUTE)
-        w_dy = tl.load(DY + row * stride_dy + start + cols, mask=mask, other=0.0).to(COMPUTE)
+        x = tl.load(X + row * stride_x + start + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(COMPUTE)
+        w_dy = tl.load(DY + row * stride_dy + start + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(COMPUTE)
         if W is not None:
             w_dy *= tl.load(W + start + cols, mask=mask, other=0.0).to(COMPUTE)
         dx = (w_dy - ((x - mean) * rstd * c1 + c2)) * rstd
@@ -334,30 +337,30 @@ def layer_norm_bwd_lock_kernel(
 
 
 @triton.jit
-def _sum_partial_rows(PARTIAL, OUT, P, N, cols, col_mask, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr):
-    acc = tl.zeros([BLOCK_P, BLOCK_N], dtype=PARTIAL.dtype.element_ty)
-    for p_start in range(0, P, BLOCK_P):
-        p = p_start + tl.arange(0, BLOCK_P)
-        mask = (p < P)[:, None] & col_mask[None, :]
-        acc += tl.load(PARTIAL + p[:, None].to(tl.int64) * N + cols[None, :], mask=mask, other=0.0)
-    tl.store(OUT + cols, tl.sum(acc, axis=0).to(OUT.dtype.element_ty), mask=col_mask)
-
-
-@triton.jit
 def partial_sum_kernel(
-    DW_PARTIAL,  # COMPUTE (P, N) partial rows of dW, or None
-    DB_PARTIAL,  # COMPUTE (P, N) partial rows of dB, or None
-    DW,  # (N,) in the weight's dtype: Σ_p DW_PARTIAL[p], or None
-    DB,  # (N,) in the bias's dtype: Σ_p DB_PARTIAL[p], or None
-    P,  # partial rows
+    PARTIAL,  # COMPUTE (K, P, N): K stacked sets (dW, dB) of P partial rows
+    OUT0,  # (N,) in the parameter's dtype: Σ_p PARTIAL[0, p]
+    OUT1,  # (N,): Σ_p PARTIAL[1, p] (unused when K == 1)
+    P,  # partial rows per set
     N,  # number of columns
     BLOCK_P: tl.constexpr,  # partial rows added per loop step
     BLOCK_N: tl.constexpr,  # columns per program
 ):
-    """Second stage of dW/dB: add the partial rows, always in the same order."""
+    """Second stage of dW/dB: add the partial rows, always in the same order.
+
+    Grid (column blocks, K): narrow column blocks give enough programs to keep
+    the (L2-resident) partial buffer streaming even when N is small.
+    """
+    k = tl.program_id(1)
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_mask = cols < N
-    if DW is not None:
-        _sum_partial_rows(DW_PARTIAL, DW, P, N, cols, col_mask, BLOCK_P, BLOCK_N)
-    if DB is not None:
-        _sum_partial_rows(DB_PARTIAL, DB, P, N, cols, col_mask, BLOCK_P, BLOCK_N)
+    acc = tl.zeros([BLOCK_P, BLOCK_N], dtype=PARTIAL.dtype.element_ty)
+    for p_start in range(0, P, BLOCK_P):
+        p = p_start + tl.arange(0, BLOCK_P)
+        mask = (p < P)[:, None] & col_mask[None, :]
+        acc += tl.load(PARTIAL + (k.to(tl.int64) * P + p[:, None]) * N + cols[None, :], mask=mask, other=0.0)
+    total = tl.sum(acc, axis=0)
+    if k == 0:
+        tl.store(OUT0 + cols, total.to(OUT0.dtype.element_ty), mask=col_mask)
+    else:
+        tl.store(OUT1 + cols, total.to(OUT1.dtype.element_ty), mask=col_mask)

@@ -6,7 +6,7 @@ dimension is contiguous; :mod:`ln_tutorial.function` builds those views.
 
 import functools
 import os
-from typing import NamedTuple, Optional, Sequence, Tuple
+from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 import triton
@@ -24,13 +24,14 @@ SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 #: partial sums, fixed-order reduction) and ``"lock"`` (the Triton tutorial's).
 STRATEGIES = ("deterministic", "lock")
 
-# Widest row (in elements) kept whole in registers; wider rows take the looped
-# kernels. A row of 65536 float32 values is 256 KB: the whole register file of
-# one SM, split over 1024 threads. The backward also holds dW/dB partial sums.
-MAX_FUSED_FWD = 65536
-MAX_FUSED_BWD = 16384
-LOOP_BLOCK_N = 4096
+# Rows up to these sizes (in bytes of input) are kept whole in registers; wider
+# rows take the looped kernels. 64 KB of half-precision input is 128 KB of
+# float32 values: half the register file of an SM. The backward also holds
+# dW/dB partial sums, so its limit is lower.
+MAX_FUSED_FWD_BYTES = 65536
+MAX_FUSED_BWD_BYTES = 32768
 DWDB_BLOCK_N = 256  # columns per program of the wide-row dW/dB kernel
+REDUCE_BLOCK_N, REDUCE_BLOCK_P = 32, 128  # tile of the final dW/dB reduction
 
 
 class ForwardConfig(NamedTuple):
@@ -48,29 +49,39 @@ class BackwardConfig(NamedTuple):
     programs_per_sm: int  # persistent grid size = SMs * programs_per_sm
 
 
-def forward_config(n: int, element_size: int) -> ForwardConfig:
-    """Launch configuration of the forward for rows of ``n`` elements.
+# Measured on an H100 (tools/tune.py; docs/performance.md has the numbers),
+# keyed by the padded row size in bytes: (rows per program, warps[, programs per SM]).
+# Short rows are packed several to a program so that each program moves enough
+# bytes to hide memory latency; long rows get more warps, but past about 32
+# values per thread the extra warps only add reduction overhead.
+FORWARD_TABLE = {2048: (4, 4), 4096: (2, 8), 8192: (1, 8), 16384: (1, 16), 32768: (1, 8), 65536: (1, 32)}
+FORWARD_LOOPED = ForwardConfig(True, 1, 8192, 16)
+BACKWARD_TABLE = {2048: (4, 4, 2), 4096: (4, 8, 1), 8192: (2, 8, 1), 16384: (1, 16, 1), 32768: (1, 8, 1)}
+BACKWARD_LOOPED = BackwardConfig(True, 16, 4096, 16, 1)
 
-    A program should move enough bytes to hide memory latency (about 16 KB of
-    input), so short rows are packed several to a program; each thread should
-    hold about 16 elements, which sets the warps.
-    """
+
+def forward_config(n: int, element_size: int) -> ForwardConfig:
+    """Launch configuration of the forward for rows of ``n`` elements."""
     block_n = triton.next_power_of_2(n)
-    if block_n > MAX_FUSED_FWD:
-        return ForwardConfig(True, 1, LOOP_BLOCK_N, 16)
-    block_m = max(1, min(16, 16384 // (block_n * element_size)))
-    num_warps = max(1, min(32, block_m * block_n // 512))
+    row_bytes = block_n * element_size
+    if row_bytes > MAX_FUSED_FWD_BYTES:
+        return FORWARD_LOOPED
+    if row_bytes < 2048:  # tiny rows: pack them into ~8 KB tiles
+        return ForwardConfig(False, min(64, 8192 // row_bytes), block_n, 4)
+    block_m, num_warps = FORWARD_TABLE[row_bytes]
     return ForwardConfig(False, block_m, block_n, num_warps)
 
 
 def backward_config(n: int, element_size: int) -> BackwardConfig:
     """Launch configuration of the backward for rows of ``n`` elements."""
     block_n = triton.next_power_of_2(n)
-    if block_n > MAX_FUSED_BWD:
-        return BackwardConfig(True, 4, LOOP_BLOCK_N, 16, 1)
-    block_m = max(1, min(8, 8192 // (block_n * element_size)))
-    num_warps = max(1, min(16, block_m * block_n // 256))
-    return BackwardConfig(False, block_m, block_n, num_warps, 2)
+    row_bytes = block_n * element_size
+    if row_bytes > MAX_FUSED_BWD_BYTES:
+        return BACKWARD_LOOPED
+    if row_bytes < 2048:
+        return BackwardConfig(False, min(32, 8192 // row_bytes), block_n, 4, 2)
+    block_m, num_warps, per_sm = BACKWARD_TABLE[row_bytes]
+    return BackwardConfig(False, block_m, block_n, num_warps, per_sm)
 
 
 def lock_group_size(n: int) -> int:
@@ -87,6 +98,12 @@ def _sm_count(device: torch.device) -> int:
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).multi_processor_count
     return 4  # interpreter: a few programs are enough to exercise the grid
+
+
+def _split_eps(eps: float) -> Tuple[float, float]:
+    """eps as a float32 value plus the remainder: Triton passes Python floats as float32."""
+    eps_hi = float(torch.tensor(eps, dtype=torch.float32))
+    return eps_hi, eps - eps_hi
 
 
 def _compute_dtype(dtype: torch.dtype):
@@ -169,26 +186,26 @@ def layer_norm_forward(
     common = dict(BLOCK_N=cfg.block_n, COMPUTE=_compute_dtype(x.dtype), num_warps=cfg.num_warps)
     if cfg.looped:
         kernels.layer_norm_fwd_looped_kernel[(m,)](
-            x, y, weight, bias, mean, rstd, x.stride(0), y.stride(0), n, eps, **common
+            x, y, weight, bias, mean, rstd, x.stride(0), y.stride(0), n, *_split_eps(eps), **common
         )
     else:
         kernels.layer_norm_fwd_kernel[(triton.cdiv(m, cfg.block_m),)](
-            x, y, weight, bias, mean, rstd, x.stride(0), y.stride(0), m, n, eps, BLOCK_M=cfg.block_m, **common
+            x, y, weight, bias, mean, rstd, x.stride(0), y.stride(0), m, n, *_split_eps(eps), BLOCK_M=cfg.block_m,
+            **common,
+        
         )
     return y, mean, rstd
 
 
-def _reduce_partials(dw_partial, db_partial, weight, bias):
-    """Sum the (P, N) partial rows of dW and dB in a fixed order; return (dw, db)."""
-    p, n = (dw_partial if dw_partial is not None else db_partial).shape
-    dw = None if weight is None else torch.empty_like(weight)
-    db = None if bias is None else torch.empty_like(bias)
-    block_n = min(256, triton.next_power_of_2(n))
-    kernels.partial_sum_kernel[(triton.cdiv(n, block_n),)](
-        dw_partial, db_partial, dw, db, p, n, BLOCK_P=min(32, triton.next_power_of_2(p)), BLOCK_N=block_n,
-        num_warps=4,
-    )
-    return dw, db
+def _reduce_partials(partial: torch.Tensor, params: List[torch.Tensor]) -> List[torch.Tensor]:
+    """Sum ``partial`` (K, P, N) over P in a fixed order: one gradient per parameter."""
+    _, p, n = partial.shape
+    grads = [torch.empty_like(param) for param in params]
+    kernels.partial_sum_kernel[(triton.cdiv(n, REDUCE_BLOCK_N), len(params))](
+        partial, grads[0], grads[-1], p, n,
+        BLOCK_P=min(REDUCE_BLOCK_P, triton.next_power_of_2(p)), BLOCK_N=REDUCE_BLOCK_N, num_warps=4,
+    )  # fmt: skip
+    return grads
 
 
 def layer_norm_backward(
@@ -209,7 +226,7 @@ def layer_norm_backward(
         raise ValueError(f"layer_norm: unknown backward strategy {strategy!r}; expected one of {STRATEGIES}")
     m, n = x.shape
     if strategy == "lock":
-        _check_lock_row(n)
+        _check_lock_row(n, x.element_size())
     dx = torch.empty((m, n), dtype=x.dtype, device=x.device)
     params = [p for p in (weight, bias) if p is not None]
     if m == 0 or n == 0:  # a sum over no rows is zero
@@ -243,16 +260,18 @@ def layer_norm_backward(
                 dy, x, mean, rstd, dw_partial, db_partial, dy.stride(0), x.stride(0), m, n, rows_per_program,
                 BLOCK_M=cfg.block_m, BLOCK_N=DWDB_BLOCK_N, COMPUTE=compute, num_warps=4,
             )
-    if not params:
-        return dx, None, None
-    return dx, *_reduce_partials(dw_partial, db_partial, weight, bias)
+    grads = _reduce_partials(partial, params) if params else []
+    dw = grads[0] if weight is not None else None
+    db = grads[-1] if bias is not None else None
+    return dx, dw, db
 
 
-def _check_lock_row(n: int) -> None:
-    if triton.next_power_of_2(n) > MAX_FUSED_BWD:
+def _check_lock_row(n: int, element_size: int) -> None:
+    if triton.next_power_of_2(n) * element_size > MAX_FUSED_BWD_BYTES:
         raise ValueError(
             f"layer_norm: the 'lock' backward keeps a whole row in registers and supports rows of at "
-            f"most {MAX_FUSED_BWD} elements, got {n}; use backward_strategy='deterministic'"
+            f"most {MAX_FUSED_BWD_BYTES} bytes, got {n} elements of {element_size} bytes; "
+            "use backward_strategy='deterministic'"
         )
 
 

@@ -126,7 +126,7 @@ def test_n1_gradients_are_zero():
 
 
 def test_lock_strategy_rejects_rows_it_cannot_hold():
-    n = launch.MAX_FUSED_BWD + 1
+    n = launch.MAX_FUSED_BWD_BYTES // 4 + 1  # float32
     x = torch.randn(1, n, device=DEVICE, requires_grad=True)
     y = layer_norm(x, (n,), backward_strategy="lock")
     with pytest.raises(ValueError, match="lock"):

@@ -1,0 +1,92 @@
+"""Sweep launch configurations on the GPU; print the best per row length and dtype.
+
+Used once per GPU to fill the tables of ``ln_tutorial/launch.py``; the notes
+in docs/performance.md say what each sweep predicted and found.
+    python tools/tune.py --mode forward --out tune.csv
+"""
+
+import argparse
+import csv
+import itertools
+import sys
+
+import torch
+import triton
+from triton.testing import do_bench
+
+from ln_tutorial import launch
+
+SHAPES = {
+    torch.float16: [(4096, n) for n in (1024, 1536, 2048, 3072, 4096, 5120, 6144, 8192, 10240, 12288, 15872)],
+    torch.bfloat16: [(16384, 4096), (16384, 8192), (8192, 16384), (4096, 32768), (2048, 65536), (65536, 1024)],
+}
+
+
+def forward_candidates(n, size):
+    block_n = triton.next_power_of_2(n)
+    for block_m, warps in itertools.product((1, 2, 4, 8, 16), (1, 2, 4, 8, 16, 32)):
+        per_thread = block_m * block_n // (32 * warps)
+        if 4 <= per_thread <= 64 and block_m * block_n <= 65536:
+            yield launch.ForwardConfig(False, block_m, block_n, warps)
+    if n >= 16384:
+        for step, warps in itertools.product((4096, 8192, 16384), (8, 16, 32)):
+            yield launch.ForwardConfig(True, 1, step, warps)
+
+
+def backward_candidates(n, size):
+    block_n = triton.next_power_of_2(n)
+    if block_n <= 32768:
+        for block_m, warps, per_sm in itertools.product((1, 2, 4, 8), (4, 8, 16, 32), (1, 2, 3, 4)):
+            per_thread = block_m * block_n // (32 * warps)
+            if 2 <= per_thread <= 64 and block_m * block_n <= 32768:
+                yield launch.BackwardConfig(False, block_m, block_n, warps, per_sm)
+    if n >= 8192:
+        for step, warps, block_m in itertools.product((2048, 4096), (8, 16), (4, 16)):
+            yield launch.BackwardConfig(True, block_m, step, warps, 1)
+
+
+def gbps(ms, mode, m, n, size):
+    return (2 if mode == "forward" else 3) * m * n * size / (ms * 1e-3) / 1e9
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mode", choices=("forward", "backward"), required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--rep", type=int, default=40)
+    args = parser.parse_args()
+    writer = csv.writer(open(args.out, "w", newline=""))
+    writer.writerow(["mode", "dtype", "M", "N", "config", "gbps", "is_default"])
+    for dtype, shapes in SHAPES.items():
+        for m, n in shapes:
+            x = torch.randn(m, n, device="cuda", dtype=dtype)
+            w, b = torch.randn(n, device="cuda", dtype=dtype), torch.randn(n, device="cuda", dtype=dtype)
+            size = x.element_size()
+            if args.mode == "forward":
+                default = launch.forward_config(n, size)
+                cands = list(dict.fromkeys([default, *forward_candidates(n, size)]))
+                run = lambda c: launch.layer_norm_forward(x, w, b, 1e-5, config=c)
+            else:
+                _, mean, rstd = launch.layer_norm_forward(x, w, b, 1e-5)
+                dy = torch.randn_like(x)
+                default = launch.backward_config(n, size)
+                cands = list(dict.fromkeys([default, *backward_candidates(n, size)]))
+                run = lambda c: launch.layer_norm_backward(dy, x, w, b, mean, rstd, config=c)
+            results = []
+            for cfg in cands:
+                try:
+                    ms = do_bench(lambda: run(cfg), warmup=10, rep=args.rep, return_mode="median")
+                except Exception as exc:
+                    print(f"  {cfg} failed: {type(exc).__name__}", file=sys.stderr)
+                    continue
+                g = gbps(ms, args.mode, m, n, size)
+                results.append((g, cfg))
+                writer.writerow([args.mode, str(dtype)[6:], m, n, tuple(cfg), round(g, 1), cfg == default])
+            results.sort(key=lambda r: -r[0])
+            dflt = next((g for g, c in results if c == default), float("nan"))
+            print(f"{args.mode} {str(dtype)[6:]} {m}x{n}: default {dflt:.0f}  best {results[0][0]:.0f} {tuple(results[0][1])}"
+                  f"  2nd {results[1][0]:.0f} {tuple(results[1][1])}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
