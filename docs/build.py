@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import html
+import re
 import shutil
 import subprocess
 import sys
@@ -63,7 +64,30 @@ def sphinx(builder: str, out: Path, doctrees: Path, *extra: str) -> None:
         sys.exit(f"docs/build.py: sphinx-build ({builder}) failed with exit code {result.returncode}")
 
 
-def write_root_index(langs: list[str]) -> Path:
+# A resource the browser would fetch from elsewhere: <script src>, <link href>, <img src>, ...
+_REMOTE = re.compile(
+    r"<(?:script|link|img|iframe|source|video|audio|embed)\b[^>]*?\s(?:src|href)\s*=\s*[\"']?(?:https?:)?//",
+    re.I,
+)
+
+
+_REMOTE_CSS = re.compile(r"(?:url\(\s*[\"']?|@import\s+[\"'])(?:https?:)?//[^)\"']*", re.I)
+
+
+def remote_resources(html_dir: Path) -> list[str]:
+    """Pages of ``html_dir`` that would make the browser fetch from another site, with the tag."""
+    found = []
+    for page in sorted(html_dir.rglob("*.html")):
+        for match in _REMOTE.finditer(page.read_text(encoding="utf-8", errors="replace")):
+            tag = page.read_text(encoding="utf-8", errors="replace")[match.start():].split(">", 1)[0]
+            found.append(f"{page.relative_to(html_dir)}: {tag[:160]}>")
+    for sheet in sorted(html_dir.rglob("*.css")):
+        for match in _REMOTE_CSS.finditer(sheet.read_text(encoding="utf-8", errors="replace")):
+            found.append(f"{sheet.relative_to(html_dir)}: {match.group(0)[:160]}")
+    return found
+
+
+def write_root_index(langs: list[str], html_dir: Path = HTML) -> Path:
     """A tiny page: redirect by navigator.languages, plain links for everyone else."""
     links = "\n".join(
         f'    <li><a href="{lang}/index.html" hreflang="{lang.replace("_", "-")}" '
@@ -110,7 +134,8 @@ def write_root_index(langs: list[str]) -> Path:
 </body>
 </html>
 """
-    path = HTML / "index.html"
+    path = Path(html_dir) / "index.html"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page, encoding="utf-8")
     return path
 
@@ -145,6 +170,10 @@ def main(argv: list[str] | None = None) -> None:
         sphinx("html", HTML / lang, BUILD / "doctrees" / lang, *extra)
         print(f"  {lang}: {time.monotonic() - t0:.0f} s", flush=True)
     index = write_root_index([lang for lang in editions() if (HTML / lang / "index.html").exists()])
+    remote = remote_resources(HTML)
+    if remote:
+        sys.exit("docs/build.py: the site would fetch from other sites (it must work offline):\n  "
+                 + "\n  ".join(remote))
 
     print(f"\nThe site is built ({time.monotonic() - start:.0f} s): {index}")
     for lang in langs:

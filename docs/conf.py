@@ -94,6 +94,7 @@ html_copy_source = True
 # -- autodoc -----------------------------------------------------------------
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
+autodoc_inherit_docstrings = False  # not torch.nn.Module's docstrings on LayerNorm
 autodoc_default_options = {"members": True, "show-inheritance": False}
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False

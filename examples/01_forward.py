@@ -208,9 +208,16 @@ print(f"E[(x - E[x])^2], float32 {centred:.6f}")
 #
 # The kernel needs a launch configuration: how many rows each program takes
 # (``BLOCK_M``), how wide its tile is (``BLOCK_N``), and how many warps (groups
-# of 32 threads) run it. The package keeps these choices in one small table:
+# of 32 threads) run it. The package keeps these choices in a small table,
+# keyed by the size of a padded row in bytes, and measured rather than guessed:
+# the entries are the fastest configurations found on an H100 by a sweep over
+# the candidates (the `performance notes <../performance.html>`_ give the
+# numbers).
 
 # ln_tutorial:source ln_tutorial.launch.ForwardConfig
+# ln_tutorial:source ln_tutorial.launch.MAX_FUSED_FWD_BYTES
+# ln_tutorial:source ln_tutorial.launch.FORWARD_TABLE
+# ln_tutorial:source ln_tutorial.launch.FORWARD_LOOPED
 # ln_tutorial:source ln_tutorial.launch.forward_config
 
 # %%
@@ -222,19 +229,24 @@ print(f"E[(x - E[x])^2], float32 {centred:.6f}")
 #   kernel per power of two, not one per :math:`N`.
 #
 # * ``BLOCK_M``: a GPU hides the latency of its memory only if enough bytes
-#   are in flight. One row of 256 float16 values is 512 bytes, far too little
-#   for one program, so short rows are packed until a program reads about
-#   16 KB. Rows of 8192 or more elements fill a program alone.
+#   are in flight at once. One row of 256 float16 values is 512 bytes, far too
+#   little for one program, so short rows are packed several to a program;
+#   rows of a few kilobytes and more fill a program alone.
 #
-# * ``num_warps``: each thread should hold about 16 elements of the tile, so
-#   the number of warps is the tile size divided by :math:`32 \times 16 = 512`,
-#   between 1 and 32. Too few threads for a wide row would spill registers; too
-#   many for a short one would leave threads idle.
+# * ``num_warps``: more warps mean fewer values per thread, hence fewer
+#   registers per thread and more loads in flight, but also more threads that
+#   must combine their partial sums in each reduction. Wide rows get more
+#   warps; past about 32 values per thread the extra warps only add reduction
+#   overhead, which is why the table does not simply grow with the row.
+#
+# * The configuration depends on bytes, not elements: a float32 row of 4096
+#   values and a float16 row of 8192 values occupy the same registers and move
+#   the same amount of memory.
 #
 # Here is what it picks for a few row lengths:
 
 print(f"{'N':>7} {'dtype':>9} {'BLOCK_M':>8} {'BLOCK_N':>8} {'warps':>6} {'looped':>7}")
-for n in (128, 768, 1024, 4096, 8192, 16384, 65536, 131072):
+for n in (128, 768, 1024, 4096, 8192, 16384, 32768, 65536):
     for dtype in (torch.float16, torch.float32):
         cfg = launch.forward_config(n, torch.empty(0, dtype=dtype).element_size())
         print(f"{n:>7} {str(dtype)[6:]:>9} {cfg.block_m:>8} {cfg.block_n:>8} {cfg.num_warps:>6} {cfg.looped!s:>7}")
@@ -243,8 +255,13 @@ for n in (128, 768, 1024, 4096, 8192, 16384, 65536, 131072):
 # The launcher itself allocates the outputs (statistics in the compute dtype),
 # picks the configuration and launches one program per ``BLOCK_M`` rows. The
 # grid is a tuple of program counts; ``triton.cdiv`` rounds up, and the last
-# program's spare rows are masked off by ``rows < M``.
+# program's spare rows are masked off by ``rows < M``. One detail: Triton
+# passes a Python float to a kernel as float32, which would round
+# :math:`\epsilon` for float64 inputs, so the launcher splits it into its
+# float32 value and the remainder (``eps`` and ``eps_lo``), and the kernel adds
+# both.
 
+# ln_tutorial:source ln_tutorial.launch._split_eps
 # ln_tutorial:source ln_tutorial.launch.layer_norm_forward
 
 # %%
@@ -263,9 +280,11 @@ print("max |y - torch|:", (y - torch.nn.functional.layer_norm(x, (N,), weight, b
 # ---------
 #
 # A row in registers is fast, but registers are finite: an SM has 256 KB of
-# them, exactly one row of 65536 float32 values. Past that size the kernel
-# would spill to slow local memory, so ``forward_config`` switches to a second
-# kernel, which walks each row in steps of 4096 elements, two times:
+# them, shared by all the programs it runs, and the kernel converts every
+# value to float32, so a row of 64 KB of float16 input already needs 128 KB.
+# Past ``MAX_FUSED_FWD_BYTES`` the kernel would spill to slow local memory, so
+# ``forward_config`` returns ``FORWARD_LOOPED``, which selects a second kernel.
+# It walks each row in steps of ``BLOCK_N`` elements, two times:
 
 # ln_tutorial:source ln_tutorial.kernels.layer_norm_fwd_looped_kernel
 
@@ -281,8 +300,11 @@ print("max |y - torch|:", (y - torch.nn.functional.layer_norm(x, (N,), weight, b
 # This is the one-pass formula again, but applied to values from which
 # something close to the mean has already been removed, so the two terms are
 # no longer nearly equal (Chan, Golub and LeVeque, 1983). The second sweep
-# reads the row again to write :math:`y`; a row of 256 KB is still in the
-# L2 cache at that point, so the re-read costs little.
+# reads the row again to write :math:`y`. The row is still in the L2 cache at
+# that point, and the loads say so: the first sweep loads with
+# ``eviction_policy="evict_last"`` (keep these lines in the cache), the second
+# with ``"evict_first"`` (they will not be needed again), so the re-read costs
+# little memory traffic.
 #
 # A launch configuration can also be passed explicitly, which lets us run the
 # looped kernel on a small input, with a step of 128 elements, and compare it

@@ -238,10 +238,11 @@ plt.show()
 # beforehand. ``tl.atomic_xchg(lock, 0)`` releases the lock.
 #
 # The second stage reads the ``GROUP_SIZE_M`` partial rows and adds them,
-# each program taking a slice of columns. Both strategies on this page share
-# it:
+# always in the same order. The partial rows of :math:`\nabla_w` and
+# :math:`\nabla_b` are stacked in one buffer, and the grid has two axes: a
+# narrow slice of columns, and which of the two gradients. Both strategies on
+# this page share this kernel:
 
-# ln_tutorial:source ln_tutorial.kernels._sum_partial_rows
 # ln_tutorial:source ln_tutorial.kernels.partial_sum_kernel
 
 # %%
@@ -342,7 +343,7 @@ for buffer_dtype in (torch.float16, torch.float32):
 # ------------------------------------------------
 #
 # The package's default avoids locks entirely. It launches a *persistent* grid
-# sized to the GPU rather than to the input: about two programs per SM. Each
+# sized to the GPU rather than to the input: one or two programs per SM. Each
 # program owns a contiguous range of rows, loops over them ``BLOCK_M`` rows at a
 # time, writes their :math:`\nabla_x`, and keeps its share of
 # :math:`\nabla_w` and :math:`\nabla_b` in registers, in float32. Only when its
@@ -380,13 +381,27 @@ plt.show()
 
 # %%
 # and ``layer_norm_backward`` ties it together: the lock kernel, the persistent
-# kernel, or, for rows too wide for registers (more than 16384 elements), a
-# looped :math:`\nabla_x` kernel that sweeps each row twice, like the wide
-# forward, plus a separate kernel for the :math:`\nabla_w`, :math:`\nabla_b`
-# partial rows on a (column block, row group) grid. In all cases the same
-# second stage adds the partial rows.
+# kernel, or, for rows too wide for registers (more than
+# ``MAX_FUSED_BWD_BYTES`` of input: the backward holds two rows and the
+# partial sums, so its limit is lower than the forward's), a looped
+# :math:`\nabla_x` kernel that sweeps each row twice, like the wide forward,
+# plus a separate kernel for the :math:`\nabla_w`, :math:`\nabla_b` partial
+# rows on a (column block, row group) grid. In all cases the same second stage
+# adds the partial rows.
 
 # ln_tutorial:source ln_tutorial.launch.layer_norm_backward
+
+# %%
+# The backward's configurations come from a table measured like the forward's
+# (rows per loop step, warps, programs per SM, by padded row size in bytes):
+
+print("MAX_FUSED_BWD_BYTES =", launch.MAX_FUSED_BWD_BYTES)
+print(f"{'N':>7} {'dtype':>9} {'BLOCK_M':>8} {'BLOCK_N':>8} {'warps':>6} {'per SM':>7} {'looped':>7}")
+for n in (768, 1024, 4096, 8192, 16384, 32768):
+    for dtype in (torch.float16, torch.float32):
+        cfg = launch.backward_config(n, torch.empty(0, dtype=dtype).element_size())
+        print(f"{n:>7} {str(dtype)[6:]:>9} {cfg.block_m:>8} {cfg.block_n:>8} {cfg.num_warps:>6} "
+              f"{cfg.programs_per_sm:>7} {cfg.looped!s:>7}")
 
 # %%
 # Checking the gradients

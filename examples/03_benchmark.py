@@ -40,7 +40,6 @@ if not torch.cuda.is_available():
           "on the CPU through Triton's interpreter (TRITON_INTERPRET=1), on small inputs.")
 
 import matplotlib.pyplot as plt
-import triton
 
 from ln_tutorial import bench
 
@@ -105,8 +104,10 @@ ON_GPU = torch.cuda.is_available()
 # models in bfloat16 (hidden sizes from 1024 to 65536, with as many rows as a
 # large batch of tokens).
 
-print("tutorial sweep:", bench.SETS["tutorial"][0], "...", bench.SETS["tutorial"][-1], "float16")
-print("LLM shapes:    ", bench.SETS["llm"], "bfloat16")
+sweep = bench.SETS["tutorial"]
+print(f"tutorial sweep, float16: M = {sweep[0][0]}, N = {sweep[0][1]}, {sweep[1][1]}, ..., {sweep[-1][1]}"
+      f" ({len(sweep)} sizes)")
+print("LLM shapes, bfloat16:", ", ".join(f"{m} x {n}" for m, n in bench.SETS["llm"]))
 
 # %%
 # The results

@@ -25,7 +25,8 @@ scripts import in their first code cell. They also start with
 
 Only a marker alone on its line is expanded; it must sit in a code cell (not
 in a ``# %%`` text block). The names it may point to are top-level functions,
-classes and assignments of a module in the ``ln_tutorial`` package.
+classes and assignments of a module in the ``ln_tutorial`` package; the comment
+lines directly above the object come with it.
 """
 
 from __future__ import annotations
@@ -73,6 +74,9 @@ def object_source(target: str) -> tuple[str, Path, int]:
             names = [node.target.id]
         if name in names:
             first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+            # Comment lines directly above belong to the object (they explain a table, say).
+            while first > 1 and lines[first - 2].lstrip().startswith("#"):
+                first -= 1
             return "\n".join(lines[first - 1 : node.end_lineno]), path, first
     raise LookupError(f"{target}: no top-level def, class or assignment named {name!r} in {path}")
 
