@@ -38,11 +38,15 @@ In doing so, you will learn about:
 # (The ``__future__`` import keeps Python from evaluating type annotations:
 # cells below show the package's own functions, annotations included.)
 
+# sphinx_gallery_thumbnail_number = 1
+
 from __future__ import annotations
 
 import os
 from typing import NamedTuple
 
+import matplotlib.pyplot as plt
+import numpy as np
 import torch
 
 if not torch.cuda.is_available():
@@ -104,6 +108,23 @@ batch_normed = (x - x.mean(0)) / torch.sqrt(x.var(0, unbiased=False) + 1e-5)
 layer_normed = (x - x.mean(1, keepdim=True)) / torch.sqrt(x.var(1, unbiased=False, keepdim=True) + 1e-5)
 print("batch norm, each column has mean 0 and variance 1:\n", batch_normed)
 print("layer norm, each row has mean 0 and variance 1:\n", layer_normed)
+
+# %%
+# The same three results as pictures: a row is a sample, a column a feature.
+
+fig, axes = plt.subplots(1, 3, figsize=(9, 2.8))
+for ax, data, title in zip(axes, (x, batch_normed, layer_normed),
+                           ("input", "batch norm: per column", "layer norm: per row")):
+    ax.imshow(data, cmap="coolwarm", vmin=-data.abs().max(), vmax=data.abs().max())
+    for (i, j), value in np.ndenumerate(data.numpy()):
+        ax.text(j, i, f"{value:.2g}", ha="center", va="center", fontsize=8)
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("feature")
+    ax.set_xticks(range(4))
+    ax.set_yticks(range(3))
+axes[0].set_ylabel("sample")
+fig.tight_layout()
+plt.show()
 
 # %%
 # The first two rows differ only by a factor of ten, and layer normalization
