@@ -21,6 +21,20 @@ import triton.language as tl
 
 
 @triton.jit
+def row_mean(total, N):
+    """``total / N`` rounded correctly (IEEE ``div.rn``).
+
+    Triton's ``/`` on float32 is the fast approximate division (up to 2 ulp off),
+    which makes ``x - mean`` non-zero when ``N = 1`` and so ``dx`` non-zero;
+    the row statistics are per row, so the exact division costs nothing.
+    (float64 division is always correctly rounded.)
+    """
+    if total.dtype == tl.float32:
+        return tl.div_rn(total, tl.full(total.shape, N, total.dtype))
+    return total / N
+
+
+@triton.jit
 def layer_norm_fwd_kernel(
     X,  # input, (M, N), rows ``stride_x`` elements apart, last dim contiguous
     Y,  # output, (M, N), rows ``stride_y`` elements apart
@@ -46,10 +60,10 @@ def layer_norm_fwd_kernel(
     mask = row_mask[:, None] & col_mask[None, :]
 
     x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(COMPUTE)
-    mean = tl.sum(x, axis=1) / N
+    mean = row_mean(tl.sum(x, axis=1), N)
     # Centre first, then square: the two-pass variance does not cancel.
     x_centered = tl.where(mask, x - mean[:, None], 0.0)
-    var = tl.sum(x_centered * x_centered, axis=1) / N
+    var = row_mean(tl.sum(x_centered * x_centered, axis=1), N)
     rstd = 1.0 / tl.sqrt(var + eps + eps_lo)
     y = x_centered * rstd[:, None]
     if W is not None:
@@ -100,8 +114,8 @@ def layer_norm_fwd_looped_kernel(
         dev = tl.where(mask, x - shift, 0.0)
         sum_dev += dev
         sum_sq_dev += dev * dev
-    mean_dev = tl.sum(sum_dev, axis=0) / N
-    var = tl.maximum(tl.sum(sum_sq_dev, axis=0) / N - mean_dev * mean_dev, 0.0)
+    mean_dev = row_mean(tl.sum(sum_dev, axis=0), N)
+    var = tl.maximum(row_mean(tl.sum(sum_sq_dev, axis=0), N) - mean_dev * mean_dev, 0.0)
     mean = shift + mean_dev
     rstd = 1.0 / tl.sqrt(var + eps + eps_lo)
 
@@ -167,8 +181,8 @@ def layer_norm_bwd_persistent_kernel(
 
         x_hat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
         w_dy = dy * w[None, :] if W is not None else dy
-        c1 = tl.sum(x_hat * w_dy, axis=1) / N
-        c2 = tl.sum(w_dy, axis=1) / N
+        c1 = row_mean(tl.sum(x_hat * w_dy, axis=1), N)
+        c2 = row_mean(tl.sum(w_dy, axis=1), N)
         dx = (w_dy - (x_hat * c1[:, None] + c2[:, None])) * rstd[:, None]
         tl.store(DX + rows[:, None] * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)
         dw_acc += dy * x_hat
@@ -215,8 +229,8 @@ def layer_norm_bwd_dx_looped_kernel(
             w_dy *= tl.load(W + start + cols, mask=mask, other=0.0).to(COMPUTE)
         sum_xhat_wdy += tl.where(mask, (x - mean) * rstd, 0.0) * w_dy
         sum_wdy += w_dy
-    c1 = tl.sum(sum_xhat_wdy, axis=0) / N
-    c2 = tl.sum(sum_wdy, axis=0) / N
+    c1 = row_mean(tl.sum(sum_xhat_wdy, axis=0), N)
+    c2 = row_mean(tl.sum(sum_wdy, axis=0), N)
 
     for start in range(0, N, BLOCK_N):
         mask = start + cols < N
@@ -307,8 +321,8 @@ def layer_norm_bwd_lock_kernel(
     rstd = tl.load(RSTD + row)
     x_hat = tl.where(mask, (x - mean) * rstd, 0.0)
     w_dy = dy * tl.load(W + cols, mask=mask, other=0.0).to(COMPUTE) if W is not None else dy
-    c1 = tl.sum(x_hat * w_dy, axis=0) / N
-    c2 = tl.sum(w_dy, axis=0) / N
+    c1 = row_mean(tl.sum(x_hat * w_dy, axis=0), N)
+    c2 = row_mean(tl.sum(w_dy, axis=0), N)
     dx = (w_dy - (x_hat * c1 + c2)) * rstd
     tl.store(DX + row * stride_dx + cols, dx.to(DX.dtype.element_ty), mask=mask)
 

@@ -240,10 +240,12 @@ def layer_norm_backward(
     compute = _compute_dtype(x.dtype)
     strides = (dy.stride(0), x.stride(0), dx.stride(0))
     if strategy == "lock":
+        block_n = triton.next_power_of_2(n)
         lock_and_count = torch.zeros((2, programs), dtype=torch.int32, device=x.device)
         kernels.layer_norm_bwd_lock_kernel[(m,)](
             dy, x, weight, mean, rstd, dx, dw_partial, db_partial, lock_and_count[0], lock_and_count[1],
-            *strides, n, GROUP_SIZE_M=programs, BLOCK_N=cfg.block_n, COMPUTE=compute, num_warps=cfg.num_warps,
+            *strides, n, GROUP_SIZE_M=programs, BLOCK_N=block_n, COMPUTE=compute,
+            num_warps=min(32, max(4, block_n // 512)),
         )
     elif not cfg.looped:
         kernels.layer_norm_bwd_persistent_kernel[(programs,)](
@@ -267,10 +269,10 @@ def layer_norm_backward(
 
 
 def _check_lock_row(n: int, element_size: int) -> None:
-    if triton.next_power_of_2(n) * element_size > MAX_FUSED_BWD_BYTES:
+    if triton.next_power_of_2(n) * element_size > MAX_FUSED_FWD_BYTES:
         raise ValueError(
             f"layer_norm: the 'lock' backward keeps a whole row in registers and supports rows of at "
-            f"most {MAX_FUSED_BWD_BYTES} bytes, got {n} elements of {element_size} bytes; "
+            f"most {MAX_FUSED_FWD_BYTES} bytes, got {n} elements of {element_size} bytes; "
             "use backward_strategy='deterministic'"
         )
 
