@@ -49,7 +49,8 @@ def _compiled(run, cfg):
     try:
         run(cfg)
         return True
-    except Exception:
+    except Exception as exc:
+        print(f"  {tuple(cfg)} failed: {type(exc).__name__}", file=sys.stderr)
         return False
 
 
@@ -82,11 +83,7 @@ def main():
                 cands = list(dict.fromkeys([default, *backward_candidates(n, size)]))
                 run = lambda c: launch.layer_norm_backward(dy, x, w, b, mean, rstd, config=c)
             results = []
-            for cfg in cands:  # compile everything first: compiling leaves the GPU idle and its clocks low
-                try:
-                    run(cfg)
-                except Exception as exc:
-                    print(f"  {cfg} failed: {type(exc).__name__}", file=sys.stderr)
+            # Compile everything first: compiling leaves the GPU idle and its clocks low.
             cands = [c for c in cands if _compiled(run, c)]
             torch.cuda.synchronize()
             do_bench(lambda: run(default), warmup=200, rep=100)  # bring the clocks up
