@@ -156,14 +156,15 @@ def main(argv: list[str] | None = None) -> None:
               f"  sphinx-intl update -p {BUILD / 'gettext'} -d {DOCS / 'locale'} -l zh_CN")
         return
 
+    langs = [args.only] if args.only else editions()
     if not args.keep_cache:
-        for path in GALLERY_OUTPUTS + [BUILD / "doctrees", HTML]:
+        outputs = [BUILD / "doctrees" / lang for lang in langs] + [HTML / lang for lang in langs]
+        for path in GALLERY_OUTPUTS + outputs:
             if path.is_dir():
                 shutil.rmtree(path)
             elif path.exists():
                 path.unlink()
 
-    langs = [args.only] if args.only else editions()
     for lang in langs:
         t0 = time.monotonic()
         extra = [] if lang == "en" else ["-D", f"language={lang}"]

@@ -126,7 +126,7 @@ else:
     rows = bench.latest_run(bench.load_results())
     source = "recorded results shipped with the package"
 if rows:
-    print(f"{source}: {bench.provenance(rows)}")
+    print(f"{source}:\n  {bench.provenance(rows)}")
 else:
     print("No recorded results are shipped with this version of the package yet.\n"
           "On a GPU, `python -m ln_tutorial.bench` measures them and records a CSV.")
@@ -136,6 +136,7 @@ else:
 
 if rows:
     ax = bench.plot_sweep(rows, "forward")
+    ax.set_ylim(bottom=0)
     ax.set_title(f"layer-norm-forward, M = 4096, float16\n{bench.provenance(rows)}", fontsize=9)
     plt.show()
     print(bench.format_table(rows, "forward"))
@@ -145,6 +146,7 @@ if rows:
 
 if rows:
     ax = bench.plot_sweep(rows, "backward")
+    ax.set_ylim(bottom=0)
     ax.set_title(f"layer-norm-backward, M = 4096, float16\n{bench.provenance(rows)}", fontsize=9)
     plt.show()
     print(bench.format_table(rows, "backward"))
