@@ -152,6 +152,13 @@ def main(argv: list[str] | None = None) -> None:
     if args.gettext:
         # -D plot_gallery=0: sphinx-gallery renders the scripts without running them.
         sphinx("gettext", BUILD / "gettext", BUILD / "doctrees" / "gettext", "-D", "plot_gallery=0")
+        # The gallery pages it wrote have no outputs: drop them, so that no later
+        # --keep-cache build mistakes them for executed ones.
+        for path in GALLERY_OUTPUTS[:2]:
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
         print(f"templates in {BUILD / 'gettext'}; update catalogs with:\n"
               f"  sphinx-intl update -p {BUILD / 'gettext'} -d {DOCS / 'locale'} -l zh_CN")
         return

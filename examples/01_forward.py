@@ -305,7 +305,7 @@ print("max |y - torch|:", (y - torch.nn.functional.layer_norm(x, (N,), weight, b
 # value to float32, so a row of 64 KB of float16 input already needs 128 KB.
 # Past ``MAX_FUSED_FWD_BYTES`` the kernel would spill to slow local memory, so
 # ``forward_config`` returns ``FORWARD_LOOPED``, which selects a second kernel.
-# It walks each row in steps of ``BLOCK_N`` elements, two times:
+# It walks each row in steps of ``BLOCK_N`` elements, twice:
 
 # ln_tutorial:source ln_tutorial.kernels.layer_norm_fwd_looped_kernel
 
