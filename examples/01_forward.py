@@ -87,8 +87,8 @@ print(f"device: {DEVICE}, torch {torch.__version__}, triton {triton.__version__}
 # Here :math:`\mathrm{E}[x]` and :math:`\mathrm{Var}[x]` are the mean and the
 # (biased) variance of the :math:`N` values of the row, :math:`\odot` is the
 # element-wise product, and :math:`\epsilon` (``1e-5`` by default) keeps the
-# division finite for a constant row. Every transformer layer applies it two
-# times (before or after the attention block and the MLP), so a model with 32
+# division finite for a constant row. Every transformer layer applies it
+# twice (before or after the attention block and the MLP), so a model with 32
 # layers runs 64 layer norms per token, forward and backward.
 #
 # **Batch versus layer normalization.** Batch normalization (Ioffe and
