@@ -411,7 +411,7 @@ for n in (768, 1024, 4096, 8192, 16384, 32768):
 # the float64 formulas. As on the forward page, the tolerance follows the
 # dtype; :math:`\nabla_w` and :math:`\nabla_b` are sums over many rows, so
 # their error is measured relative to their norm. Last, the default strategy
-# is run three times on the same data and must give identical bits.
+# is run repeatedly on the same data and must give identical bits.
 
 TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 shape = (1151, 8192) if ON_GPU else (37, 300)
