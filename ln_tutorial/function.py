@@ -1,9 +1,13 @@
-"""``layer_norm``: the differentiable entry point, registered with ``torch.library``.
+"""``layer_norm``: the differentiable entry point.
 
-The forward and backward launchers are wrapped as custom operators
-(``ln_tutorial::layer_norm_fwd`` / ``layer_norm_bwd``) with fake (meta)
-implementations, so ``torch.compile(fullgraph=True)`` keeps them in one graph,
-and autograd is attached with ``register_autograd``.
+Two thin routes lead to the same launchers:
+
+* eager mode: :class:`LayerNormFunction`, a plain ``torch.autograd.Function``
+  (the cheapest route through Python: the custom-operator dispatch below
+  costs more host time than a small layer norm costs the GPU);
+* under ``torch.compile``: the custom operators ``ln_tutorial::layer_norm_fwd``
+  and ``ln_tutorial::layer_norm_bwd``, registered with ``torch.library`` with
+  fake (meta) implementations, so ``fullgraph=True`` keeps them in one graph.
 """
 
 import math
@@ -57,22 +61,43 @@ def _layer_norm_bwd_fake(dy, x, weight, bias, mean, rstd, strategy):
     return torch.empty_like(x, memory_format=torch.contiguous_format), *grads
 
 
-def _setup_context(ctx, inputs, output):
-    x, weight, bias, _, strategy = inputs
-    _, mean, rstd = output
+def _save(ctx, x, weight, bias, mean, rstd, strategy):
     ctx.save_for_backward(x, weight, bias, mean, rstd)
     ctx.strategy = strategy
 
 
-def _backward(ctx, dy, _dmean, _drstd):
+def _gradients(ctx, dy, backward):
+    """Input and parameter gradients; ``backward`` is the launcher or the custom op."""
     x, weight, bias, mean, rstd = ctx.saved_tensors
     if dy.stride(-1) != 1:  # the kernels need contiguous rows; row strides are free
         dy = dy.contiguous()
-    dx, dw, db = layer_norm_bwd(dy, x, weight, bias, mean, rstd, ctx.strategy)
+    dx, dw, db = backward(dy, x, weight, bias, mean, rstd, ctx.strategy)
     return dx, dw if weight is not None else None, db if bias is not None else None, None, None
 
 
-layer_norm_fwd.register_autograd(_backward, setup_context=_setup_context)
+def _setup_context(ctx, inputs, output):
+    x, weight, bias, _, strategy = inputs
+    _save(ctx, x, weight, bias, *output[1:], strategy)
+
+
+layer_norm_fwd.register_autograd(
+    lambda ctx, dy, _dmean, _drstd: _gradients(ctx, dy, layer_norm_bwd), setup_context=_setup_context
+)
+
+
+class LayerNormFunction(torch.autograd.Function):
+    """Eager-mode autograd: ``y`` for ``x`` (M, N), gradients from the saved statistics."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps, strategy):
+        y, mean, rstd = launch.layer_norm_forward(x, weight, bias, eps)
+        _save(ctx, x, weight, bias, mean, rstd, strategy)
+        return y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dy):
+        return _gradients(ctx, dy, launch.layer_norm_backward)
 
 
 def _as_rows(t: torch.Tensor, n: int) -> torch.Tensor:
@@ -124,8 +149,9 @@ def layer_norm(
     if input.is_cuda and torch.is_autocast_enabled("cuda"):
         # Autocast runs torch's layer_norm in float32 on CUDA; do the same.
         input, weight, bias = (None if t is None else t.float() for t in (input, weight, bias))
-    n = math.prod(normalized_shape)
-    y, _, _ = torch.ops.ln_tutorial.layer_norm_fwd(
-        _as_rows(input, n), _flat_param(weight), _flat_param(bias), float(eps), backward_strategy
-    )
+    args = (_as_rows(input, math.prod(normalized_shape)), _flat_param(weight), _flat_param(bias), float(eps))
+    if torch.compiler.is_compiling():
+        y = torch.ops.ln_tutorial.layer_norm_fwd(*args, backward_strategy)[0]
+    else:
+        y = LayerNormFunction.apply(*args, backward_strategy)
     return y.view(input.shape)

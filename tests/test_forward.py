@@ -20,7 +20,7 @@ SHAPES = [
     pytest.param((16, 64), id="pow2"),
     pytest.param((7, 33), id="odd-N"),  # N not a power of two: masked tail
     pytest.param((5, 300), id="N300"),  # several rows per program, partial last block
-    pytest.param((4, 1), id="N1"),  # x̂ = 0 exactly: y = b
+    pytest.param((4, 2), id="N2"),  # the smallest row with a non-zero x̂
     pytest.param((1, 1000), id="M1"),  # a single row
     pytest.param((4096, 4096), id="4096x4096", marks=gpu),
     pytest.param((1000, 12345), id="1000x12345", marks=gpu),  # odd, between table rows

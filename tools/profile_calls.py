@@ -8,10 +8,12 @@ Host µs/call: wall time of 200 back-to-back calls without synchronizing, divide
 import time
 
 import torch
+import triton
+import triton.language as tl
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
-from ln_tutorial import layer_norm
+from ln_tutorial import kernels, launch, layer_norm
 
 SHAPES = [(4096, 1024, torch.float16), (4096, 4096, torch.float16), (16384, 4096, torch.bfloat16),
           (2048, 65536, torch.bfloat16)]  # fmt: skip
@@ -42,6 +44,27 @@ def kernel_table(fn):
     return "\n".join(rows)
 
 
+def launch_breakdown(m=4096, n=1024, dtype=torch.float16):
+    """Host µs of the layers of one forward call, from the bare Triton launch up."""
+    x = torch.randn(m, n, device="cuda", dtype=dtype)
+    w, b = torch.randn(n, device="cuda", dtype=dtype), torch.randn(n, device="cuda", dtype=dtype)
+    y, mean, rstd = launch.layer_norm_forward(x, w, b, 1e-5)
+    cfg = launch.forward_config(n, x.element_size())
+    bare = lambda: kernels.layer_norm_fwd_kernel[(triton.cdiv(m, cfg.block_m),)](
+        x, y, w, b, mean, rstd, x.stride(0), y.stride(0), m, n, 1e-5, 0.0,
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, COMPUTE=tl.float32, num_warps=cfg.num_warps)  # fmt: skip
+    for name, fn in (
+        ("bare triton launch", bare),
+        ("launch.layer_norm_forward", lambda: launch.layer_norm_forward(x, w, b, 1e-5)),
+        ("layer_norm (no grad)", lambda: layer_norm(x, (n,), w, b)),
+        ("torch.empty x3", lambda: (torch.empty_like(x), torch.empty(m, device="cuda"), torch.empty(m, device="cuda"))),
+        ("F.layer_norm", lambda: F.layer_norm(x, (n,), w, b)),
+    ):
+        print(f"  host {name:<28} {host_us(fn):7.1f} us/call")
+
+
+print(f"triton {triton.__version__}, torch {torch.__version__}")
+launch_breakdown()
 for m, n, dtype in SHAPES:
     x = torch.randn(m, n, device="cuda", dtype=dtype, requires_grad=True)
     w = torch.randn(n, device="cuda", dtype=dtype, requires_grad=True)
