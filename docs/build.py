@@ -146,12 +146,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--gettext", action="store_true",
                         help="write the .pot templates into docs/_build/gettext without running the examples")
     parser.add_argument("--only", choices=list(LABELS), help="build just this edition")
+    parser.add_argument("--gettext-dir", type=Path, default=BUILD / "gettext",
+                        help="where --gettext writes the templates (default: docs/_build/gettext)")
     args = parser.parse_args(argv)
     start = time.monotonic()
 
     if args.gettext:
         # -D plot_gallery=0: sphinx-gallery renders the scripts without running them.
-        sphinx("gettext", BUILD / "gettext", BUILD / "doctrees" / "gettext", "-D", "plot_gallery=0")
+        # -E: a fresh environment, so that templates never keep messages of an
+        # older version of a page (the gettext builder is otherwise incremental).
+        out = args.gettext_dir.resolve()
+        sphinx("gettext", out, out / ".doctrees", "-E", "-D", "plot_gallery=0")
         # The gallery pages it wrote have no outputs: drop them, so that no later
         # --keep-cache build mistakes them for executed ones.
         for path in GALLERY_OUTPUTS[:2]:
@@ -159,8 +164,8 @@ def main(argv: list[str] | None = None) -> None:
                 shutil.rmtree(path)
             elif path.exists():
                 path.unlink()
-        print(f"templates in {BUILD / 'gettext'}; update catalogs with:\n"
-              f"  sphinx-intl update -p {BUILD / 'gettext'} -d {DOCS / 'locale'} -l zh_CN")
+        print(f"templates in {out}; update catalogs with:\n"
+              f"  sphinx-intl update -p {out} -d {DOCS / 'locale'} -l zh_CN")
         return
 
     langs = [args.only] if args.only else editions()
