@@ -12,6 +12,7 @@ their provenance; the tutorial site draws its plots from these functions.
 import argparse
 import csv
 import datetime
+import os
 import re
 import subprocess
 import sys
@@ -122,27 +123,32 @@ def time_provider(fn: Callable, mode: str, m: int, n: int, dtype: torch.dtype) -
     x = -2.3 + 0.5 * torch.randn(m, n, device="cuda", dtype=dtype)
     weight = torch.rand(n, device="cuda", dtype=dtype, requires_grad=True)
     bias = torch.rand(n, device="cuda", dtype=dtype, requires_grad=True)
+    # warmup=100 ms: compiling a new size leaves the GPU idle and its clocks low.
     if mode == "forward":
-        quantiles = do_bench(lambda: fn(x, weight, bias), quantiles=[0.2, 0.5, 0.8])
+        quantiles = do_bench(lambda: fn(x, weight, bias), warmup=100, quantiles=[0.2, 0.5, 0.8])
     else:
         x.requires_grad_(True)
         y = fn(x, weight, bias)
         dy = 0.1 * torch.randn_like(y)
         quantiles = do_bench(
-            lambda: y.backward(dy, retain_graph=True), grad_to_none=[x, weight, bias], quantiles=[0.2, 0.5, 0.8]
+            lambda: y.backward(dy, retain_graph=True), grad_to_none=[x, weight, bias], warmup=100,
+            quantiles=[0.2, 0.5, 0.8],
         )
     moved = ELEMENTS_MOVED[mode] * m * n * x.element_size()
     return [moved / (ms * 1e-3) / 1e9 for ms in quantiles]
 
 
 def _commit() -> str:
+    """The source commit: git's, or LN_TUTORIAL_COMMIT where the tree is a copy without .git."""
     try:
         out = subprocess.run(
             ["git", "describe", "--always", "--dirty"], cwd=Path(__file__).parent, capture_output=True, text=True
         )
-        return out.stdout.strip() or "unknown"
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip()
     except OSError:
-        return "unknown"
+        pass
+    return os.environ.get("LN_TUTORIAL_COMMIT", "unknown")
 
 
 def gpu_slug(name: str) -> str:
@@ -282,7 +288,8 @@ def plot_sweep(rows: List[dict], mode: str, ax=None, set_name: str = "tutorial")
     table = _by_provider(rows, mode, SETS[set_name])
     for name, points in table.items():
         ns = sorted(points, key=lambda s: s[1])
-        ax.plot([s[1] for s in ns], [points[s] for s in ns], marker=".", label=name,
+        color = f"C{list(PROVIDERS).index(name) % 10}" if name in PROVIDERS else None  # same colour on every plot
+        ax.plot([s[1] for s in ns], [points[s] for s in ns], marker=".", label=name, color=color,
                 linewidth=2.5 if name == "ln_tutorial" else 1.2)  # fmt: skip
     if rows:
         ax.axhline(rows[0]["copy_gbps"], linestyle="--", color="gray", label="copy (ceiling)")

@@ -6,6 +6,7 @@ dimension is contiguous; :mod:`ln_tutorial.function` builds those views.
 
 import functools
 import os
+import struct
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
@@ -60,6 +61,7 @@ BACKWARD_TABLE = {2048: (4, 4, 2), 4096: (4, 8, 1), 8192: (2, 8, 1), 16384: (1, 
 BACKWARD_LOOPED = BackwardConfig(True, 16, 4096, 16, 1)
 
 
+@functools.lru_cache(maxsize=None)
 def forward_config(n: int, element_size: int) -> ForwardConfig:
     """Launch configuration of the forward for rows of ``n`` elements."""
     block_n = triton.next_power_of_2(n)
@@ -72,6 +74,7 @@ def forward_config(n: int, element_size: int) -> ForwardConfig:
     return ForwardConfig(False, block_m, block_n, num_warps)
 
 
+@functools.lru_cache(maxsize=None)
 def backward_config(n: int, element_size: int) -> BackwardConfig:
     """Launch configuration of the backward for rows of ``n`` elements."""
     block_n = triton.next_power_of_2(n)
@@ -100,9 +103,10 @@ def _sm_count(device: torch.device) -> int:
     return 4  # interpreter: a few programs are enough to exercise the grid
 
 
+@functools.lru_cache(maxsize=64)
 def _split_eps(eps: float) -> Tuple[float, float]:
     """eps as a float32 value plus the remainder: Triton passes Python floats as float32."""
-    eps_hi = float(torch.tensor(eps, dtype=torch.float32))
+    eps_hi = struct.unpack("f", struct.pack("f", eps))[0]
     return eps_hi, eps - eps_hi
 
 
