@@ -42,6 +42,7 @@ In doing so, you will learn about:
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import NamedTuple
 
