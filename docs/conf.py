@@ -45,6 +45,7 @@ extensions = [
     "sphinx_gallery.gen_gallery",
     "myst_parser",
     "ln_bench_results",  # docs/_ext: the recorded tables on the Benchmarks page
+    "ln_i18n_downloads",  # docs/_ext: translated .py/.ipynb/.zip downloads for zh_CN
 ]
 
 templates_path = ["_templates"]
@@ -88,6 +89,11 @@ html_theme_options = {
 html_context = {
     "ln_editions": [(lang, EDITIONS[lang]) for lang in _built],
 }
+# Search: Sphinx's Chinese index (language zh_CN) splits text into words with
+# jieba (a dependency of the docs extra). This user dictionary teaches it the
+# terms of the glossary, so that 层归一化, 反向传播, 向量-雅可比积 ... are words
+# of the index (and their parts, such as 归一化, too).
+html_search_options = {"dict": str(DOCS / "locale" / "zh_CN" / "search_words.txt")}
 html_show_sourcelink = True
 html_copy_source = True
 

@@ -48,6 +48,9 @@ def load_catalog(language: str | None) -> dict[str, str]:
     return {m.id: m.string for m in catalog if m.id and m.string and not m.fuzzy}
 
 
+_CATALOGS: dict[str | None, dict[str, str]] = {}
+
+
 def _fixed(node):
     """Generated text: keep it out of the page catalogs (it is translated here)."""
     for sub in node.findall(nodes.TextElement):
@@ -65,12 +68,11 @@ class BenchmarkResults(SphinxDirective):
     has_content = False
 
     def tr(self, message: str, **fields) -> str:
-        env = self.env
-        cache = getattr(env, "_ln_bench_catalog", None)
-        if cache is None or cache[0] != env.config.language:
-            cache = (env.config.language, load_catalog(env.config.language))
-            env._ln_bench_catalog = cache
-        return cache[1].get(message, message).format(**fields)
+        """``message`` in the edition's language, with ``fields`` filled in."""
+        language = self.env.config.language
+        if language not in _CATALOGS:
+            _CATALOGS[language] = load_catalog(language)
+        return _CATALOGS[language].get(message, message).format(**fields)
 
     def provenance(self, run: list[dict]) -> str:
         r = run[0]
