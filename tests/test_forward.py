@@ -161,3 +161,12 @@ def test_cpu_fallback_without_interpreter():
     )
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=300)
+
+
+def test_compiled_kernels_reused_only_for_matching_alignment():
+    """Launches reuse a compiled kernel by its specialization (dtype, 16-byte alignment, strides):
+    an aligned call first, then the same shape 4 and 12 bytes off alignment, with row stride 80."""
+    base = torch.randn(8, 80, device=DEVICE)
+    for offset in (0, 1, 3):
+        x = base[:, offset : offset + 64]
+        check_against_torch(x, (64,), *_params(64, torch.float32))
