@@ -142,3 +142,15 @@ sphinx_gallery_conf = {
 # Warnings that are not ours to fix: none so far. Keep this list empty unless a
 # dependency forces it, and say why.
 suppress_warnings = []
+
+
+# -- Per-edition settings --------------------------------------------------------
+def _edition_settings(app, config):
+    """Settings that depend on the edition's language (given by -D language=...)."""
+    if str(config.language).startswith("zh"):
+        # Work around Sphinx 9.0's broken Chinese search page (see the file).
+        config.html_js_files = list(config.html_js_files) + ["ln_search_zh.js"]
+
+
+def setup(app):
+    app.connect("config-inited", _edition_settings)
