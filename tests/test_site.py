@@ -54,7 +54,7 @@ import pytest
 pytestmark = pytest.mark.site
 
 # --- the one switch: flip to True once issue 5's Chinese edition is built -------------
-ZH_CN_EDITION_READY = False
+ZH_CN_EDITION_READY = True
 ZH_CN_REASON = "the zh_CN edition (issue 5) is not built yet: flip ZH_CN_EDITION_READY in tests/test_site.py"
 
 ROOT = Path(__file__).resolve().parents[1]
