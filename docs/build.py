@@ -128,6 +128,7 @@ def write_root_index(langs: list[str], html_dir: Path = HTML) -> Path:
 <body>
   <h1>ln_tutorial</h1>
   <p>Layer Normalization in Triton: choose an edition.</p>
+  <p lang="zh-CN">用 Triton 实现层归一化：请选择语言版本。</p>
   <ul>
 {links}
   </ul>

@@ -150,6 +150,9 @@ def _edition_settings(app, config):
     if str(config.language).startswith("zh"):
         # Work around Sphinx 9.0's broken Chinese search page (see the file).
         config.html_js_files = list(config.html_js_files) + ["ln_search_zh.js"]
+        # Text of the page frame that no catalog of ours reaches.
+        config.html_title = "ln_tutorial 文档"
+        config.copyright = "2026，ln_tutorial 作者"
 
 
 def setup(app):

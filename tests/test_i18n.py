@@ -223,3 +223,15 @@ def test_downloads_translate_completely_with_code_unchanged(tmp_path, lang, name
             if block.type == "text":
                 assert CJK.search(block.content), f"an untranslated text block in {name}.py: {block.content[:200]!r}"
     compile(translated, f"{name}.py", "exec")
+
+
+def test_translated_titles_get_underlines_of_their_width():
+    downloads = _load("ln_i18n_downloads", DOCS / "_ext" / "ln_i18n_downloads.py")
+    catalog = {"Setting up": "准备工作", "The code runs here.": "代码在这里运行。"}
+    found = set()
+    text = downloads.translate_rst("Setting up\n----------\n\nThe code\nruns here.\n", catalog, found)
+    assert text == "准备工作\n--------\n\n代码在这里运行。\n"
+    assert found == set(catalog)
+    # a list item wrapped over two indented lines becomes one translated line after its bullet
+    text = downloads.translate_rst("* The code\n  runs here.\n", catalog, set())
+    assert text == "* 代码在这里运行。\n"
