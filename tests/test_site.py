@@ -68,7 +68,7 @@ EXECUTED_NOTEBOOKS = ["01_forward", "02_backward"]
 HTML_LANG = {"en": "en", "zh_CN": "zh-CN"}
 BROWSER_LOCALE = {"en": "en-US", "zh_CN": "zh-CN"}
 # figures (<img>) a reader must see on each tutorial page at least
-MIN_IMAGES = {"01_forward": 0, "02_backward": 1, "03_benchmark": 2}
+MIN_IMAGES = {"01_forward": 1, "02_backward": 1, "03_benchmark": 2}
 # pages that must carry typeset formulas
 MATH_PAGES = {"01_forward", "02_backward"}
 # words a reader searches for; the Chinese ones need jieba at build time (Sphinx indexes no
@@ -225,6 +225,7 @@ class Visit:
         self.raw_markup: list[str] = []
         self.links: list[str] = []
         self.control_chars: list[str] = []
+        self.outputs: list[str] = []  # sphinx-gallery's "Out:" blocks
         self.screenshot: Path | None = None
         self.load_s = 0.0
 
@@ -355,6 +356,8 @@ def _visit(browser, base_url, path: str, screenshot: str | None = None, locale="
         visit.math = page.evaluate(_MATH_JS)
         visit.images = page.evaluate(_IMAGES_JS)
         visit.raw_markup = page.evaluate(_RAW_MARKUP_JS)
+        visit.outputs = page.evaluate(
+            "() => Array.from(document.querySelectorAll('.sphx-glr-script-out')).map(e => e.innerText)")
         visit.links = page.evaluate("() => Array.from(document.querySelectorAll('a[href]')).map(a => a.href)")
         page.wait_for_load_state("networkidle")
         if screenshot:
@@ -456,6 +459,11 @@ def test_tutorial_page(visit, lang, name):
                             f"not typeset: {v.math['untypeset']}")
     if v.math.get("errors"):
         problems.append(f"MathJax errors: {v.math['errors']}")
+    # the examples ran when the site was built: their printed output is on the page, without a traceback
+    if name in TUTORIALS:
+        if not v.outputs:
+            problems.append("no printed output (sphinx-gallery 'Out:' block): was the example executed?")
+        problems += [f"a traceback in the printed output: {o[-300:]!r}" for o in v.outputs if "Traceback" in o]
     # figures
     shown = [i for i in v.images if i["ok"]]
     if name in MIN_IMAGES and len(shown) < MIN_IMAGES[name]:
