@@ -102,12 +102,14 @@ class LayerNormFunction(torch.autograd.Function):
 
 def _as_rows(t: torch.Tensor, n: int) -> torch.Tensor:
     """A (M, n) view of ``t`` with contiguous rows; copies only when no such view exists."""
-    rows = t.reshape(-1, n)
+    rows = t if t.dim() == 2 and t.shape[1] == n else t.reshape(-1, n)
     return rows if rows.stride(-1) == 1 or n == 1 else rows.contiguous()
 
 
 def _flat_param(p: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
-    return None if p is None else p.reshape(-1).contiguous()
+    if p is None or (p.dim() == 1 and p.stride(0) == 1):
+        return p
+    return p.reshape(-1).contiguous()
 
 
 def layer_norm(
@@ -154,4 +156,4 @@ def layer_norm(
         y = torch.ops.ln_tutorial.layer_norm_fwd(*args, backward_strategy)[0]
     else:
         y = LayerNormFunction.apply(*args, backward_strategy)
-    return y.view(input.shape)
+    return y if y.shape == input.shape else y.view(input.shape)

@@ -64,7 +64,7 @@ BACKWARD_LOOPED = BackwardConfig(True, 16, 4096, 16, 1)
 @functools.lru_cache(maxsize=None)
 def forward_config(n: int, element_size: int) -> ForwardConfig:
     """Launch configuration of the forward for rows of ``n`` elements."""
-    block_n = triton.next_power_of_2(n)
+    block_n = next_power_of_2(n)
     row_bytes = block_n * element_size
     if row_bytes > MAX_FUSED_FWD_BYTES:
         return FORWARD_LOOPED
@@ -77,7 +77,7 @@ def forward_config(n: int, element_size: int) -> ForwardConfig:
 @functools.lru_cache(maxsize=None)
 def backward_config(n: int, element_size: int) -> BackwardConfig:
     """Launch configuration of the backward for rows of ``n`` elements."""
-    block_n = triton.next_power_of_2(n)
+    block_n = next_power_of_2(n)
     row_bytes = block_n * element_size
     if row_bytes > MAX_FUSED_BWD_BYTES:
         return BACKWARD_LOOPED
@@ -94,6 +94,16 @@ def lock_group_size(n: int) -> int:
     if n <= 4096:
         return 128
     return 96
+
+
+def cdiv(a: int, b: int) -> int:
+    """``ceil(a / b)``. (``triton.cdiv`` is a JIT function: calling it from Python costs microseconds.)"""
+    return -(-a // b)
+
+
+def next_power_of_2(n: int) -> int:
+    """The smallest power of two >= n (n >= 1), without ``triton.next_power_of_2``'s call overhead."""
+    return 1 << (n - 1).bit_length()
 
 
 # --- launching -----------------------------------------------------------------------------
@@ -172,7 +182,8 @@ def check_inputs(
         raise TypeError(f"layer_norm: input must be a torch.Tensor, got {type(input).__name__}")
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
-    normalized_shape = tuple(int(d) for d in normalized_shape)
+    elif type(normalized_shape) is not tuple or not all(type(d) is int for d in normalized_shape):
+        normalized_shape = tuple(int(d) for d in normalized_shape)  # torch.Size, lists, numpy ints
     if input.dtype not in SUPPORTED_DTYPES:
         raise TypeError(
             f"layer_norm: input dtype {input.dtype} is not supported; expected float16, bfloat16, float32 or float64"
@@ -218,9 +229,7 @@ def layer_norm_forward(
     """Normalize the rows of ``x`` (M, N); return ``y`` (M, N), ``mean`` and ``rstd`` (M,)."""
     m, n = x.shape
     y = torch.empty((m, n), dtype=x.dtype, device=x.device)
-    stats_dtype = _torch_compute_dtype(x.dtype)
-    mean = torch.empty((m,), dtype=stats_dtype, device=x.device)
-    rstd = torch.empty((m,), dtype=stats_dtype, device=x.device)
+    mean, rstd = torch.empty((2, m), dtype=_torch_compute_dtype(x.dtype), device=x.device)  # one allocation
     if m == 0 or n == 0:
         return y, mean, rstd
     cfg = config or forward_config(n, x.element_size())
@@ -244,7 +253,7 @@ def layer_norm_forward(
     else:
         _launch(
             kernels.layer_norm_fwd_kernel,
-            (triton.cdiv(m, cfg.block_m),),
+            (cdiv(m, cfg.block_m),),
             x,
             y,
             weight,
@@ -267,9 +276,9 @@ def _reduce_partials(partial: torch.Tensor, params: List[torch.Tensor]) -> List[
     _, p, n = partial.shape
     grads = [torch.empty_like(param) for param in params]
     _launch(
-            kernels.partial_sum_kernel, (triton.cdiv(n, REDUCE_BLOCK_N), len(params)),
+            kernels.partial_sum_kernel, (cdiv(n, REDUCE_BLOCK_N), len(params)),
         partial, grads[0], grads[-1], p, n,
-        BLOCK_P=min(REDUCE_BLOCK_P, triton.next_power_of_2(p)), BLOCK_N=REDUCE_BLOCK_N, num_warps=4,
+        BLOCK_P=min(REDUCE_BLOCK_P, next_power_of_2(p)), BLOCK_N=REDUCE_BLOCK_N, num_warps=4,
     )  # fmt: skip
     return grads
 
@@ -306,7 +315,7 @@ def layer_norm_backward(
     compute = _compute_dtype(x.dtype)
     strides = (dy.stride(0), x.stride(0), dx.stride(0))
     if strategy == "lock":
-        block_n = triton.next_power_of_2(n)
+        block_n = next_power_of_2(n)
         lock_and_count = torch.zeros((2, programs), dtype=torch.int32, device=x.device)
         _launch(
             kernels.layer_norm_bwd_lock_kernel,
@@ -368,7 +377,7 @@ def layer_norm_backward(
         if params:
             _launch(
                 kernels.layer_norm_bwd_dwdb_kernel,
-                (triton.cdiv(n, DWDB_BLOCK_N), programs),
+                (cdiv(n, DWDB_BLOCK_N), programs),
                 dy,
                 x,
                 mean,
@@ -392,7 +401,7 @@ def layer_norm_backward(
 
 
 def _check_lock_row(n: int, element_size: int) -> None:
-    if triton.next_power_of_2(n) * element_size > MAX_FUSED_FWD_BYTES:
+    if next_power_of_2(n) * element_size > MAX_FUSED_FWD_BYTES:
         raise ValueError(
             f"layer_norm: the 'lock' backward keeps a whole row in registers and supports rows of at "
             f"most {MAX_FUSED_FWD_BYTES} bytes, got {n} elements of {element_size} bytes; "
@@ -405,8 +414,8 @@ def _backward_grid(m: int, n: int, device: torch.device, cfg: BackwardConfig, st
     if strategy == "lock":
         return min(lock_group_size(n), m), 1  # every buffer gets at least one row
     if cfg.looped:  # (column block, row group) grid: about 4 programs per SM in all
-        target = triton.cdiv(4 * _sm_count(device), triton.cdiv(n, DWDB_BLOCK_N))
+        target = cdiv(4 * _sm_count(device), cdiv(n, DWDB_BLOCK_N))
     else:
         target = _sm_count(device) * cfg.programs_per_sm
-    rows_per_program = max(cfg.block_m, triton.cdiv(m, target))
-    return triton.cdiv(m, rows_per_program), rows_per_program
+    rows_per_program = max(cfg.block_m, cdiv(m, target))
+    return cdiv(m, rows_per_program), rows_per_program

@@ -170,3 +170,9 @@ def test_compiled_kernels_reused_only_for_matching_alignment():
     for offset in (0, 1, 3):
         x = base[:, offset : offset + 64]
         check_against_torch(x, (64,), *_params(64, torch.float32))
+
+
+def test_normalize_whole_2d_input():
+    """normalized_shape covering every dimension: one row of M·N elements, output keeps (M, N)."""
+    x = torch.randn(3, 7, device=DEVICE)
+    check_against_torch(x, (3, 7), torch.randn(3, 7, device=DEVICE), torch.randn(3, 7, device=DEVICE))
