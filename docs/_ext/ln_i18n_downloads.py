@@ -24,10 +24,11 @@ made from the same catalogs as its pages:
    gallery-wide) to those files, so the edition's ``_downloads/`` holds the
    translated ones under the same file names.
 
-Every catalog message of an example that appears in its text blocks must be
-found in the script, or the build warns (and ``-W`` fails it): a download
-cannot silently stay half English. Math blocks and other messages whose
-translation equals the source need no replacement.
+A catalog message of the example that is not found in its script (a stale
+catalog) is logged, not a warning: the page itself shows such text in English
+too until the catalog is updated, and ``tests/test_i18n.py`` fails on stale
+catalogs and on any message the script translation misses. Code cells that
+differ from the English notebook are a warning (``-W``: the build fails).
 """
 
 from __future__ import annotations
@@ -193,19 +194,25 @@ def build_translated_downloads(app) -> None:
         scripts, notebooks = [], []
         for english in sorted(gallery_dir.glob("*.py")):
             po = srcdir / "locale" / language / "LC_MESSAGES" / gallery / f"{english.stem}.po"
-            if not po.exists():
-                logger.warning("[ln_i18n_downloads] no catalog %s: %s stays untranslated", po, english.name)
-                continue
-            catalog = load_catalog(po)
+            if po.exists():
+                catalog = load_catalog(po)
+            else:  # a new example not translated yet: offered as it is, in the zips too
+                logger.info("[ln_i18n_downloads] no catalog %s: %s stays untranslated", po, english.name)
+                catalog = {}
             text, found = translate_script(english.read_text(encoding="utf-8"), catalog)
             script = out / english.name
             if not script.exists() or script.read_text(encoding="utf-8") != text:
                 script.write_text(text, encoding="utf-8")
             missing = [m for m in catalog if m not in found and not _PAGE_ONLY.match(m)]
             if missing:
-                logger.warning("[ln_i18n_downloads] %s: %d message(s) of %s not found in the script, "
-                               "the %s download would keep English text: %s",
-                               english.name, len(missing), po.name, language, "; ".join(m[:60] for m in missing))
+                # A stale catalog (the example's prose changed since it was
+                # translated): the page and the download both keep the new
+                # text in English until the catalog is updated. Not a build
+                # error, like an untranslated message on any page;
+                # tests/test_i18n.py fails on it.
+                logger.info("[ln_i18n_downloads] %s: %d message(s) of %s not found in the script "
+                            "(stale catalog?): %s",
+                            english.name, len(missing), po.name, "; ".join(m[:60] for m in missing))
             notebook = write_notebook(script, gallery_conf, gallery_dir)
             english_nb = english.with_suffix(".ipynb")
             if english_nb.exists() and code_cells(english_nb) != code_cells(notebook):
