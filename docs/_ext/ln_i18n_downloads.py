@@ -24,6 +24,9 @@ made from the same catalogs as its pages:
    gallery-wide) to those files, so the edition's ``_downloads/`` holds the
    translated ones under the same file names.
 
+A second transform translates the gallery index's thumbnails (title and
+tooltip, raw HTML that gettext does not extract) through the same catalogs.
+
 A catalog message of the example that is not found in its script (a stale
 catalog) is logged, not a warning: the page itself shows such text in English
 too until the catalog is updated, and ``tests/test_i18n.py`` fails on stale
@@ -250,7 +253,67 @@ class TranslatedDownloads(SphinxTransform):
                 node["reftarget"] = mapping[rel]
 
 
+_THUMB_CATALOGS: dict[tuple[str, str], dict[str, str]] = {}
+
+
+def gallery_catalog(srcdir: Path, language: str, gallery: str) -> dict[str, str]:
+    """The messages of all examples of a gallery, also keyed as sphinx-gallery sanitizes them."""
+    key = (str(srcdir), language, gallery)
+    if key not in _THUMB_CATALOGS:
+        from sphinx_gallery.gen_rst import _sanitize_rst
+
+        combined: dict[str, str] = {}
+        for po in sorted((srcdir / "locale" / language / "LC_MESSAGES" / gallery).glob("*.po")):
+            for msgid, msgstr in load_catalog(po).items():
+                combined[msgid] = msgstr
+                combined.setdefault(_sanitize_rst(msgid), _sanitize_rst(msgstr))
+        _THUMB_CATALOGS[key] = combined
+    return _THUMB_CATALOGS[key]
+
+
+class TranslatedThumbnails(SphinxTransform):
+    """Translate the title and tooltip of the gallery's thumbnails.
+
+    sphinx-gallery writes them as raw HTML (``tooltip="<intro>"`` and
+    ``<div class="sphx-glr-thumbnail-title">``), which gettext does not
+    extract. Both are the example's title and first paragraph, i.e. messages
+    of the example's catalog: look them up there.
+    """
+
+    default_priority = 810
+    _TOOLTIP = re.compile(r'tooltip="([^"]*)"')
+    _TITLE = re.compile(r'(<div class="sphx-glr-thumbnail-title">)(.*?)(</div>)', re.S)
+
+    def apply(self, **kwargs) -> None:
+        import html
+
+        language = self.config.language
+        if not language or language == "en" or "sphinx_gallery_conf" not in self.config:
+            return
+        galleries = self.config.sphinx_gallery_conf.get("gallery_dirs", [])
+        galleries = [galleries] if isinstance(galleries, str) else list(galleries)
+        gallery = next((g for g in galleries if self.env.docname.startswith(g.rstrip("/") + "/")), None)
+        if gallery is None:
+            return
+        catalog = gallery_catalog(Path(self.env.srcdir), language, gallery)
+        if not catalog:
+            return
+
+        def tr(text: str) -> str:
+            plain = html.unescape(text)
+            return html.escape(catalog.get(plain, plain))
+
+        for node in list(self.document.findall(nodes.raw)):
+            if "html" not in node.get("format", "") or "sphx-glr-thumb" not in node.astext():
+                continue
+            text = self._TOOLTIP.sub(lambda m: f'tooltip="{tr(m.group(1))}"', node.astext())
+            text = self._TITLE.sub(lambda m: m.group(1) + tr(m.group(2)) + m.group(3), text)
+            if text != node.astext():
+                node.replace(node[0], nodes.Text(text))
+
+
 def setup(app):
     app.connect("builder-inited", build_translated_downloads, priority=900)
     app.add_transform(TranslatedDownloads)
+    app.add_transform(TranslatedThumbnails)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
