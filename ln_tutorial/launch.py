@@ -56,7 +56,7 @@ class BackwardConfig(NamedTuple):
 # bytes to hide memory latency; long rows get more warps, but past about 32
 # values per thread the extra warps only add reduction overhead.
 FORWARD_TABLE = {2048: (4, 4), 4096: (2, 8), 8192: (1, 8), 16384: (1, 16), 32768: (1, 8), 65536: (1, 32)}
-FORWARD_LOOPED = ForwardConfig(True, 1, 8192, 16)
+FORWARD_LOOPED = ForwardConfig(True, 1, 16384, 32)
 BACKWARD_TABLE = {2048: (4, 4, 2), 4096: (4, 8, 1), 8192: (2, 8, 1), 16384: (1, 16, 1), 32768: (1, 8, 1)}
 BACKWARD_LOOPED = BackwardConfig(True, 16, 4096, 16, 1)
 
