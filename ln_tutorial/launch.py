@@ -229,7 +229,10 @@ def layer_norm_forward(
     """Normalize the rows of ``x`` (M, N); return ``y`` (M, N), ``mean`` and ``rstd`` (M,)."""
     m, n = x.shape
     y = torch.empty((m, n), dtype=x.dtype, device=x.device)
-    mean, rstd = torch.empty((2, m), dtype=_torch_compute_dtype(x.dtype), device=x.device)  # one allocation
+    stats_dtype = _torch_compute_dtype(x.dtype)
+    # Two allocations, not one split in two: outputs of a torch.library op must not alias.
+    mean = torch.empty((m,), dtype=stats_dtype, device=x.device)
+    rstd = torch.empty((m,), dtype=stats_dtype, device=x.device)
     if m == 0 or n == 0:
         return y, mean, rstd
     cfg = config or forward_config(n, x.element_size())
