@@ -237,40 +237,16 @@ def layer_norm_forward(
         return y, mean, rstd
     cfg = config or forward_config(n, x.element_size())
     common = dict(BLOCK_N=cfg.block_n, COMPUTE=_compute_dtype(x.dtype), num_warps=cfg.num_warps)
-    if cfg.looped:
+    tensors = (x, y, weight, bias, mean, rstd)
+    strides = (x.stride(0), y.stride(0))
+    if cfg.looped:  # one row per program
+        _launch(kernels.layer_norm_fwd_looped_kernel, (m,), *tensors, *strides, n, *_split_eps(eps), **common)
+    else:  # block_m rows per program
+        grid = (cdiv(m, cfg.block_m),)
         _launch(
-            kernels.layer_norm_fwd_looped_kernel,
-            (m,),
-            x,
-            y,
-            weight,
-            bias,
-            mean,
-            rstd,
-            x.stride(0),
-            y.stride(0),
-            n,
-            *_split_eps(eps),
+            kernels.layer_norm_fwd_kernel, grid, *tensors, *strides, m, n, *_split_eps(eps), BLOCK_M=cfg.block_m,
             **common,
-        )
-    else:
-        _launch(
-            kernels.layer_norm_fwd_kernel,
-            (cdiv(m, cfg.block_m),),
-            x,
-            y,
-            weight,
-            bias,
-            mean,
-            rstd,
-            x.stride(0),
-            y.stride(0),
-            m,
-            n,
-            *_split_eps(eps),
-            BLOCK_M=cfg.block_m,
-            **common,
-        )
+        )  # fmt: skip
     return y, mean, rstd
 
 
@@ -279,8 +255,7 @@ def _reduce_partials(partial: torch.Tensor, params: List[torch.Tensor]) -> List[
     _, p, n = partial.shape
     grads = [torch.empty_like(param) for param in params]
     _launch(
-            kernels.partial_sum_kernel, (cdiv(n, REDUCE_BLOCK_N), len(params)),
-        partial, grads[0], grads[-1], p, n,
+        kernels.partial_sum_kernel, (cdiv(n, REDUCE_BLOCK_N), len(params)), partial, grads[0], grads[-1], p, n,
         BLOCK_P=min(REDUCE_BLOCK_P, next_power_of_2(p)), BLOCK_N=REDUCE_BLOCK_N, num_warps=4,
     )  # fmt: skip
     return grads
@@ -316,87 +291,33 @@ def layer_norm_backward(
     dw_partial = partial[0] if weight is not None else None
     db_partial = partial[-1] if bias is not None else None
     compute = _compute_dtype(x.dtype)
+    row_tensors = (dy, x, weight, mean, rstd, dx)  # the kernels' first six arguments
     strides = (dy.stride(0), x.stride(0), dx.stride(0))
-    if strategy == "lock":
+    if strategy == "lock":  # one row per program, `programs` locked buffers
         block_n = next_power_of_2(n)
         lock_and_count = torch.zeros((2, programs), dtype=torch.int32, device=x.device)
         _launch(
-            kernels.layer_norm_bwd_lock_kernel,
-            (m,),
-            dy,
-            x,
-            weight,
-            mean,
-            rstd,
-            dx,
-            dw_partial,
-            db_partial,
-            lock_and_count[0],
-            lock_and_count[1],
-            *strides,
-            n,
-            GROUP_SIZE_M=programs,
-            BLOCK_N=block_n,
-            COMPUTE=compute,
+            kernels.layer_norm_bwd_lock_kernel, (m,), *row_tensors, dw_partial, db_partial, *lock_and_count,
+            *strides, n, GROUP_SIZE_M=programs, BLOCK_N=block_n, COMPUTE=compute,
             num_warps=min(32, max(4, block_n // 512)),
-        )
-    elif not cfg.looped:
+        )  # fmt: skip
+    elif not cfg.looped:  # persistent: `programs` programs, rows_per_program rows each
         _launch(
-            kernels.layer_norm_bwd_persistent_kernel,
-            (programs,),
-            dy,
-            x,
-            weight,
-            mean,
-            rstd,
-            dx,
-            dw_partial,
-            db_partial,
-            *strides,
-            m,
-            n,
-            rows_per_program,
-            BLOCK_M=cfg.block_m,
-            BLOCK_N=cfg.block_n,
-            COMPUTE=compute,
+            kernels.layer_norm_bwd_persistent_kernel, (programs,), *row_tensors, dw_partial, db_partial, *strides,
+            m, n, rows_per_program, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, COMPUTE=compute,
             num_warps=cfg.num_warps,
-        )
-    else:
+        )  # fmt: skip
+    else:  # wide rows: dx one row per program, then dW/dB on a (column block, row group) grid
         _launch(
-            kernels.layer_norm_bwd_dx_looped_kernel,
-            (m,),
-            dy,
-            x,
-            weight,
-            mean,
-            rstd,
-            dx,
-            *strides,
-            n,
-            BLOCK_N=cfg.block_n,
-            COMPUTE=compute,
-            num_warps=cfg.num_warps,
-        )
+            kernels.layer_norm_bwd_dx_looped_kernel, (m,), *row_tensors, *strides, n, BLOCK_N=cfg.block_n,
+            COMPUTE=compute, num_warps=cfg.num_warps,
+        )  # fmt: skip
         if params:
             _launch(
-                kernels.layer_norm_bwd_dwdb_kernel,
-                (cdiv(n, DWDB_BLOCK_N), programs),
-                dy,
-                x,
-                mean,
-                rstd,
-                dw_partial,
-                db_partial,
-                dy.stride(0),
-                x.stride(0),
-                m,
-                n,
-                rows_per_program,
-                BLOCK_M=cfg.block_m,
-                BLOCK_N=DWDB_BLOCK_N,
-                COMPUTE=compute,
-                num_warps=4,
-            )
+                kernels.layer_norm_bwd_dwdb_kernel, (cdiv(n, DWDB_BLOCK_N), programs), dy, x, mean, rstd,
+                dw_partial, db_partial, dy.stride(0), x.stride(0), m, n, rows_per_program, BLOCK_M=cfg.block_m,
+                BLOCK_N=DWDB_BLOCK_N, COMPUTE=compute, num_warps=4,
+            )  # fmt: skip
     grads = _reduce_partials(partial, params) if params else []
     dw = grads[0] if weight is not None else None
     db = grads[-1] if bias is not None else None
