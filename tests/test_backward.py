@@ -159,3 +159,22 @@ def test_only_needed_gradients():
     assert weight.grad is None and x.grad is not None
 
 
+
+
+@gpu
+def test_more_than_2_31_elements():
+    """M·N > 2**31: offsets must be 64-bit. Compared with torch on the whole tensor (about 30 GB)."""
+    m, n = 2**31 // 4096 + 64, 4096
+    x = torch.randn(m, n, device=DEVICE, dtype=torch.bfloat16)
+    weight, bias = _affine(n, torch.bfloat16)
+    dy = torch.randn_like(x)
+    ours = _grads(x, weight, bias, dy)
+    x_ref, w_ref, b_ref = leaf(x), leaf(weight), leaf(bias)
+    y_ref = F.layer_norm(x_ref, (n,), w_ref, b_ref)
+    y_ref.backward(dy)
+    y = layer_norm(x, (n,), weight, bias)
+    tail = slice(m - 64, m)  # rows whose elements lie beyond 2**31
+    torch.testing.assert_close(y[tail], y_ref[tail], atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(ours[0][tail], x_ref.grad[tail], atol=2e-2, rtol=2e-2)
+    for name, a, b in (("dw", ours[1], w_ref.grad), ("db", ours[2], b_ref.grad)):
+        assert (a.float() - b.float()).norm() / b.float().norm() < 1e-2, name
