@@ -21,7 +21,7 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
-#: Backward strategies: ``"deterministic"`` (persistent grid, per-program
+#: The two backward strategies, ``"deterministic"`` (persistent grid, per-program
 #: partial sums, fixed-order reduction) and ``"lock"`` (the Triton tutorial's).
 STRATEGIES = ("deterministic", "lock")
 
