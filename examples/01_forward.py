@@ -179,9 +179,10 @@ plt.show()
 # ``BLOCK_M`` consecutive rows, and holds each of them whole: ``BLOCK_N`` is a
 # power of two at least :math:`N` (``tl.arange`` needs a power of two), and
 # the columns past :math:`N` are masked off. The kernel uses one helper,
-# ``row_mean``, which divides a row sum by :math:`N` (it is explained below).
+# ``reciprocal``, which computes :math:`1/N` once per program (it is explained
+# below).
 
-# ln_tutorial:source ln_tutorial.kernels.row_mean
+# ln_tutorial:source ln_tutorial.kernels.reciprocal
 # ln_tutorial:source ln_tutorial.kernels.layer_norm_fwd_kernel
 
 # %%
@@ -202,12 +203,16 @@ plt.show()
 #    sums. The variance is computed from the *centred* values, which are
 #    already in registers, so this second pass costs no memory traffic. The
 #    masked lanes are set back to zero with ``tl.where``, or they would add
-#    :math:`(0 - \mathrm{mean})^2` to the sum. Both sums are divided by
-#    :math:`N` in ``row_mean``: Triton's ``/`` on float32 is a fast division
-#    that may be off by a couple of units in the last place, which is harmless
-#    almost everywhere but would make :math:`x - \mathrm{mean}` slightly
-#    non-zero for a row of one element. ``tl.div_rn`` rounds correctly, and
-#    with one division per row its cost is invisible.
+#    :math:`(0 - \mathrm{mean})^2` to the sum. Both sums are multiplied by
+#    ``inv_n``, the :math:`1/N` that ``reciprocal`` computes once per program.
+#    Triton's ``/`` on float32 is a fast division that may be off by a couple
+#    of units in the last place: harmless almost everywhere, but it would make
+#    :math:`x - \mathrm{mean}` slightly non-zero for a row of one element.
+#    ``tl.div_rn`` rounds correctly, so :math:`1/N` is exactly 1 when
+#    :math:`N = 1` and the mean of one value is that value. Why not
+#    ``tl.div_rn`` on every row sum? That was the first version, and on the
+#    H100 it cost up to a third of the bandwidth (see the performance notes):
+#    even one scalar per row is not free inside a kernel this tight.
 #
 # 4. **Optional parameters.** ``W`` and ``B`` may be ``None``. Triton
 #    specializes the kernel on that: ``if W is not None`` is decided at compile
