@@ -1,4 +1,7 @@
-"""Comparison helpers: the kernel must be about as accurate as PyTorch in the same dtype."""
+"""Test helpers: accuracy comparisons (about as accurate as PyTorch in the same dtype), module loading."""
+
+import importlib.util
+import sys
 
 import torch
 
@@ -53,3 +56,12 @@ def check_against_torch(x, normalized_shape, weight=None, bias=None, dy=None, st
             continue
         assert_as_accurate_as_torch(name, o, t, e, x.dtype)
     return ours
+
+
+def load_module(name, path):
+    """Import a file that is not on the path (docs/build.py, a Sphinx extension) as module ``name``."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -14,29 +14,21 @@ The built site itself is checked in a browser by ``tests/test_site.py``.
 """
 
 import ast
-import importlib.util
 import inspect
 import re
-import sys
 from pathlib import Path
 
 import pytest
+
+from helpers import load_module
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 EXAMPLES = sorted((ROOT / "examples").glob("[0-9][0-9]_*.py"))
 
 
-def _load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-ln_gallery = _load("ln_gallery", DOCS / "_ext" / "ln_gallery.py")
-build = _load("ln_docs_build", DOCS / "build.py")
+ln_gallery = load_module("ln_gallery", DOCS / "_ext" / "ln_gallery.py")
+build = load_module("ln_docs_build", DOCS / "build.py")
 
 
 def _markers(path):

@@ -23,7 +23,6 @@ Sphinx (the ``docs`` extra).
 from __future__ import annotations
 
 import ast
-import importlib.util
 import os
 import re
 import shutil
@@ -32,6 +31,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from helpers import load_module
 
 pytest.importorskip("sphinx")
 pytest.importorskip("sphinx_gallery")
@@ -44,14 +45,6 @@ DOCS = ROOT / "docs"
 LOCALE = DOCS / "locale"
 LANGS = sorted(p.name for p in LOCALE.iterdir() if (p / "LC_MESSAGES").is_dir()) if LOCALE.is_dir() else []
 CJK = re.compile(r"[\u3400-\u9fff]")
-
-
-def _load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _catalogs(lang):
@@ -206,8 +199,8 @@ def test_benchmark_directive_catalog_is_complete():
 @pytest.mark.parametrize("lang", LANGS)
 @pytest.mark.parametrize("name", ["01_forward", "02_backward", "03_benchmark"])
 def test_downloads_translate_completely_with_code_unchanged(tmp_path, lang, name):
-    ln_gallery = _load("ln_gallery", DOCS / "_ext" / "ln_gallery.py")
-    downloads = _load("ln_i18n_downloads", DOCS / "_ext" / "ln_i18n_downloads.py")
+    ln_gallery = load_module("ln_gallery", DOCS / "_ext" / "ln_gallery.py")
+    downloads = load_module("ln_i18n_downloads", DOCS / "_ext" / "ln_i18n_downloads.py")
     script = ln_gallery.expand_text((ROOT / "examples" / f"{name}.py").read_text(encoding="utf-8"))
     catalog = downloads.load_catalog(LOCALE / lang / "LC_MESSAGES" / "tutorials" / f"{name}.po")
     translated, found = downloads.translate_script(script, catalog)
@@ -226,7 +219,7 @@ def test_downloads_translate_completely_with_code_unchanged(tmp_path, lang, name
 
 
 def test_translated_titles_get_underlines_of_their_width():
-    downloads = _load("ln_i18n_downloads", DOCS / "_ext" / "ln_i18n_downloads.py")
+    downloads = load_module("ln_i18n_downloads", DOCS / "_ext" / "ln_i18n_downloads.py")
     catalog = {"Setting up": "准备工作", "The code runs here.": "代码在这里运行。"}
     found = set()
     text = downloads.translate_rst("Setting up\n----------\n\nThe code\nruns here.\n", catalog, found)
