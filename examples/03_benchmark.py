@@ -135,9 +135,7 @@ else:
 # The forward pass, GB/s against the row length :math:`N`:
 
 if rows:
-    ax = bench.plot_sweep(rows, "forward")
-    ax.set_ylim(bottom=0)
-    ax.set_title(f"layer-norm-forward, M = 4096, float16\n{bench.provenance(rows)}", fontsize=9)
+    bench.plot_sweep(rows, "forward")  # titled with the provenance of the rows
     plt.show()
     print(bench.format_table(rows, "forward"))
 
@@ -145,9 +143,7 @@ if rows:
 # The backward pass:
 
 if rows:
-    ax = bench.plot_sweep(rows, "backward")
-    ax.set_ylim(bottom=0)
-    ax.set_title(f"layer-norm-backward, M = 4096, float16\n{bench.provenance(rows)}", fontsize=9)
+    bench.plot_sweep(rows, "backward")  # titled with the provenance of the rows
     plt.show()
     print(bench.format_table(rows, "backward"))
 

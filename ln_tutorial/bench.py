@@ -295,7 +295,10 @@ def plot_sweep(rows: List[dict], mode: str, ax=None, set_name: str = "tutorial")
         ax.axhline(rows[0]["copy_gbps"], linestyle="--", color="gray", label="copy (ceiling)")
     ax.set_xlabel("N (row length)")
     ax.set_ylabel("GB/s")
-    ax.set_title(f"layer-norm-{mode}, M = 4096, float16" if set_name == "tutorial" else f"layer-norm-{mode}")
+    ax.set_ylim(bottom=0)
+    # The title says where and when the numbers were measured.
+    title = f"layer-norm-{mode}, M = 4096, float16" if set_name == "tutorial" else f"layer-norm-{mode}"
+    ax.set_title(f"{title}\n{provenance(rows)}", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
     return ax
