@@ -112,7 +112,6 @@ def copy_bandwidth(size_bytes: int = 1 << 30) -> float:
     src = torch.empty(size_bytes, dtype=torch.uint8, device="cuda").random_()
     dst = torch.empty_like(src)
     ms = do_bench(lambda: dst.copy_(src), warmup=25, rep=200, return_mode="median")
-    del src, dst
     return 2 * size_bytes / (ms * 1e-3) / 1e9
 
 

@@ -154,6 +154,7 @@ def layer_norm_bwd_persistent_kernel(
     BLOCK_M: tl.constexpr,  # rows processed together per loop step
     BLOCK_N: tl.constexpr,  # power of two >= N
     COMPUTE: tl.constexpr,  # accumulation dtype
+    NUM_STAGES: tl.constexpr,  # tiles in flight: loads issued ahead of their use
 ):
     """dx for every row, and one partial row of dW/dB per program.
 
@@ -167,14 +168,12 @@ def layer_norm_bwd_persistent_kernel(
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
     col_mask = cols < N
-    if W is not None:
-        w = tl.load(W + cols, mask=col_mask, other=0.0).to(COMPUTE)
     dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=COMPUTE)
     db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=COMPUTE)
 
     row_begin = pid.to(tl.int64) * rows_per_program
     row_end = tl.minimum(row_begin + rows_per_program, M)
-    for row_start in range(row_begin, row_end, BLOCK_M):
+    for row_start in tl.range(row_begin, row_end, BLOCK_M, num_stages=NUM_STAGES):
         rows = row_start + tl.arange(0, BLOCK_M)
         row_mask = rows < row_end
         mask = row_mask[:, None] & col_mask[None, :]
@@ -184,7 +183,9 @@ def layer_norm_bwd_persistent_kernel(
         rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
 
         x_hat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
-        w_dy = dy * w[None, :] if W is not None else dy
+        w_dy = dy
+        if W is not None:  # reloaded per tile (L1 hits): kept in registers, w made 32 KB rows spill
+            w_dy *= tl.load(W + cols, mask=col_mask, other=0.0).to(COMPUTE)[None, :]
         c1 = tl.sum(x_hat * w_dy, axis=1) * inv_n
         c2 = tl.sum(w_dy, axis=1) * inv_n
         dx = (w_dy - (x_hat * c1[:, None] + c2[:, None])) * rstd[:, None]
@@ -263,6 +264,7 @@ def layer_norm_bwd_dwdb_kernel(
     BLOCK_M: tl.constexpr,  # rows per loop step
     BLOCK_N: tl.constexpr,  # columns owned by one program
     COMPUTE: tl.constexpr,  # accumulation dtype
+    NUM_STAGES: tl.constexpr,  # tiles in flight: loads issued ahead of their use
 ):
     """dW/dB partial sums for wide rows, on a (column block, row group) grid."""
     col_block = tl.program_id(0)
@@ -273,7 +275,7 @@ def layer_norm_bwd_dwdb_kernel(
     db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=COMPUTE)
     row_begin = group.to(tl.int64) * rows_per_program
     row_end = tl.minimum(row_begin + rows_per_program, M)
-    for row_start in range(row_begin, row_end, BLOCK_M):
+    for row_start in tl.range(row_begin, row_end, BLOCK_M, num_stages=NUM_STAGES):
         rows = row_start + tl.arange(0, BLOCK_M)
         row_mask = rows < row_end
         mask = row_mask[:, None] & col_mask[None, :]

@@ -7,7 +7,7 @@ dimension is contiguous; :mod:`ln_tutorial.function` builds those views.
 import functools
 import os
 import struct
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import NamedTuple, Optional, Sequence, Tuple
 
 import torch
 import triton
@@ -48,17 +48,23 @@ class BackwardConfig(NamedTuple):
     block_n: int  # power of two covering the row, or the loop step
     num_warps: int
     programs_per_sm: int  # persistent grid size = SMs * programs_per_sm
+    num_stages: int = 1  # tiles in flight per program (software pipelining)
 
 
 # Measured on an H100 (tools/tune.py; docs/performance.md has the numbers),
-# keyed by the padded row size in bytes: (rows per program, warps[, programs per SM]).
-# Short rows are packed several to a program so that each program moves enough
-# bytes to hide memory latency; long rows get more warps, but past about 32
-# values per thread the extra warps only add reduction overhead.
+# keyed by the padded row size in bytes: (rows per program, warps) for the
+# forward, (rows per loop step, warps, programs per SM, tiles in flight) for the
+# backward. Short rows are packed several to a program so that each program
+# moves enough bytes to hide memory latency; long rows get more warps, but past
+# about 32 values per thread the extra warps only add reduction overhead. In the
+# backward's loop over its rows, tiles in flight > 1 let Triton issue the loads
+# of the next tiles while the current one is reduced and stored.
 FORWARD_TABLE = {2048: (4, 4), 4096: (2, 8), 8192: (1, 8), 16384: (1, 16), 32768: (1, 8), 65536: (1, 32)}
 FORWARD_LOOPED = ForwardConfig(True, 1, 16384, 32)
-BACKWARD_TABLE = {2048: (4, 4, 2), 4096: (4, 8, 1), 8192: (2, 8, 1), 16384: (1, 16, 1), 32768: (1, 8, 1)}
-BACKWARD_LOOPED = BackwardConfig(True, 16, 4096, 16, 1)
+BACKWARD_TABLE = {
+    2048: (4, 4, 1, 4), 4096: (4, 8, 1, 3), 8192: (2, 8, 1, 3), 16384: (1, 16, 1, 3), 32768: (1, 16, 1, 1),
+}  # fmt: skip
+BACKWARD_LOOPED = BackwardConfig(True, 16, 8192, 16, 1, 3)
 
 
 @functools.lru_cache(maxsize=None)
@@ -82,9 +88,9 @@ def backward_config(n: int, element_size: int) -> BackwardConfig:
     if row_bytes > MAX_FUSED_BWD_BYTES:
         return BACKWARD_LOOPED
     if row_bytes < 2048:
-        return BackwardConfig(False, min(32, 8192 // row_bytes), block_n, 4, 2)
-    block_m, num_warps, per_sm = BACKWARD_TABLE[row_bytes]
-    return BackwardConfig(False, block_m, block_n, num_warps, per_sm)
+        return BackwardConfig(False, min(32, 8192 // row_bytes), block_n, 4, 2, 3)
+    block_m, num_warps, per_sm, stages = BACKWARD_TABLE[row_bytes]
+    return BackwardConfig(False, block_m, block_n, num_warps, per_sm, stages)
 
 
 def lock_group_size(n: int) -> int:
@@ -127,21 +133,37 @@ def _specialization(arg):
     return type(arg)
 
 
+def _hooks_installed() -> bool:
+    """True while a launch hook (a profiler, say) is installed: it needs Triton's own launch path.
+
+    Triton 3.x keeps the hooks in a ``HookChain`` that is never None; it is
+    empty unless someone added a hook.
+    """
+    hook = triton.knobs.runtime.launch_enter_hook
+    return hook is not None and bool(getattr(hook, "calls", True))
+
+
 def _launch(kernel, grid: Tuple[int, ...], *args, **meta) -> None:
     """``kernel[grid](*args, **meta)``, minus Triton's per-call Python dispatch once compiled."""
-    if INTERPRET or triton.knobs.runtime.launch_enter_hook is not None:  # profilers hook the slow path
+    if INTERPRET or _hooks_installed():
         kernel[grid](*args, **meta)
         return
-    device = torch.cuda.current_device()
-    key = (kernel, device, tuple(map(_specialization, args)), tuple(meta.values()))
-    compiled = _compiled_kernels.get(key)
-    if compiled is None:
-        _compiled_kernels[key] = kernel[grid](*args, **meta)  # compiles, then launches
+    # torch's raw getters, as Triton's own launcher uses: torch.cuda.current_stream()
+    # builds a Stream object on every call.
+    device = torch._C._cuda_getDevice()
+    key = (kernel, device, *map(_specialization, args), *meta.values())
+    entry = _compiled_kernels.get(key)
+    if entry is None:
+        compiled = kernel[grid](*args, **meta)  # compiles, then launches
+        constexprs = tuple(meta[name] for name in kernel.arg_names[len(args) :])
+        _compiled_kernels[key] = (compiled.run, compiled.function, compiled.packed_metadata, constexprs)
         return
-    constexprs = [meta[name] for name in kernel.arg_names[len(args) :]]
-    compiled.run(
-        grid[0], grid[1] if len(grid) > 1 else 1, 1, torch.cuda.current_stream(device).cuda_stream,
-        compiled.function, compiled.packed_metadata, None, None, None, *args, *constexprs,
+    run, function, packed_metadata, constexprs = entry
+    # The arguments Triton's own launch passes: grid, stream, function, metadata,
+    # launch metadata and the enter/exit hooks (none installed), then the kernel's.
+    run(
+        grid[0], grid[1] if len(grid) > 1 else 1, 1, torch._C._cuda_getCurrentRawStream(device), function,
+        packed_metadata, None, None, None, *args, *constexprs,
     )  # fmt: skip
 
 
@@ -228,11 +250,11 @@ def layer_norm_forward(
 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Normalize the rows of ``x`` (M, N); return ``y`` (M, N), ``mean`` and ``rstd`` (M,)."""
     m, n = x.shape
-    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    y = x.new_empty((m, n))
     stats_dtype = _torch_compute_dtype(x.dtype)
     # Two allocations, not one split in two: outputs of a torch.library op must not alias.
-    mean = torch.empty((m,), dtype=stats_dtype, device=x.device)
-    rstd = torch.empty((m,), dtype=stats_dtype, device=x.device)
+    mean = x.new_empty((m,), dtype=stats_dtype)
+    rstd = x.new_empty((m,), dtype=stats_dtype)
     if m == 0 or n == 0:
         return y, mean, rstd
     cfg = config or forward_config(n, x.element_size())
@@ -248,17 +270,6 @@ def layer_norm_forward(
             **common,
         )  # fmt: skip
     return y, mean, rstd
-
-
-def _reduce_partials(partial: torch.Tensor, params: List[torch.Tensor]) -> List[torch.Tensor]:
-    """Sum ``partial`` (K, P, N) over P in a fixed order: one gradient per parameter."""
-    _, p, n = partial.shape
-    grads = [torch.empty_like(param) for param in params]
-    _launch(
-        kernels.partial_sum_kernel, (cdiv(n, REDUCE_BLOCK_N), len(params)), partial, grads[0], grads[-1], p, n,
-        BLOCK_P=min(REDUCE_BLOCK_P, next_power_of_2(p)), BLOCK_N=REDUCE_BLOCK_N, num_warps=4,
-    )  # fmt: skip
-    return grads
 
 
 def layer_norm_backward(
@@ -280,16 +291,19 @@ def layer_norm_backward(
     m, n = x.shape
     if strategy == "lock":
         _check_lock_row(n, x.element_size())
-    dx = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    dx = x.new_empty((m, n))
     params = [p for p in (weight, bias) if p is not None]
     if m == 0 or n == 0:  # a sum over no rows is zero
         return dx, *(None if p is None else torch.zeros_like(p) for p in (weight, bias))
 
     cfg = config or backward_config(n, x.element_size())
     programs, rows_per_program = _backward_grid(m, n, x.device, cfg, strategy)
-    partial = torch.empty((len(params), programs, n), dtype=mean.dtype, device=x.device)
+    # Everything is allocated before the first launch, so that the two launches
+    # follow each other with no Python in between.
+    partial = mean.new_empty((len(params), programs, n))
     dw_partial = partial[0] if weight is not None else None
     db_partial = partial[-1] if bias is not None else None
+    grads = params[0].new_empty((len(params), n)) if params else None  # dw and db: one allocation, two rows
     compute = _compute_dtype(x.dtype)
     row_tensors = (dy, x, weight, mean, rstd, dx)  # the kernels' first six arguments
     strides = (dy.stride(0), x.stride(0), dx.stride(0))
@@ -305,7 +319,7 @@ def layer_norm_backward(
         _launch(
             kernels.layer_norm_bwd_persistent_kernel, (programs,), *row_tensors, dw_partial, db_partial, *strides,
             m, n, rows_per_program, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, COMPUTE=compute,
-            num_warps=cfg.num_warps,
+            NUM_STAGES=cfg.num_stages, num_warps=cfg.num_warps,
         )  # fmt: skip
     else:  # wide rows: dx one row per program, then dW/dB on a (column block, row group) grid
         _launch(
@@ -316,12 +330,16 @@ def layer_norm_backward(
             _launch(
                 kernels.layer_norm_bwd_dwdb_kernel, (cdiv(n, DWDB_BLOCK_N), programs), dy, x, mean, rstd,
                 dw_partial, db_partial, dy.stride(0), x.stride(0), m, n, rows_per_program, BLOCK_M=cfg.block_m,
-                BLOCK_N=DWDB_BLOCK_N, COMPUTE=compute, num_warps=4,
+                BLOCK_N=DWDB_BLOCK_N, COMPUTE=compute, NUM_STAGES=cfg.num_stages, num_warps=4,
             )  # fmt: skip
-    grads = _reduce_partials(partial, params) if params else []
-    dw = grads[0] if weight is not None else None
-    db = grads[-1] if bias is not None else None
-    return dx, dw, db
+    if not params:
+        return dx, None, None
+    # Second stage: add the partial rows in a fixed order, dW/dB in parallel programs.
+    _launch(
+        kernels.partial_sum_kernel, (cdiv(n, REDUCE_BLOCK_N), len(params)), partial, grads[0], grads[-1],
+        programs, n, BLOCK_P=min(REDUCE_BLOCK_P, next_power_of_2(programs)), BLOCK_N=REDUCE_BLOCK_N, num_warps=4,
+    )  # fmt: skip
+    return dx, grads[0] if weight is not None else None, grads[-1] if bias is not None else None
 
 
 def _check_lock_row(n: int, element_size: int) -> None:

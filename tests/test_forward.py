@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from conftest import DEVICE, ON_GPU
 from helpers import assert_as_accurate_as_torch, check_against_torch
-from ln_tutorial import launch, layer_norm
+from ln_tutorial import kernels, launch, layer_norm
 from ln_tutorial.reference import layer_norm_reference
 
 DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
@@ -133,6 +133,39 @@ def test_forced_looped_forward_kernel():
     assert_as_accurate_as_torch("y", y, F.layer_norm(x, (150,), weight, bias), exact, torch.float32)
     torch.testing.assert_close(mean, x.mean(-1))
     torch.testing.assert_close(rstd, torch.rsqrt(x.var(-1, unbiased=False) + 1e-5))
+
+
+@gpu
+def test_direct_launch_path_is_taken():
+    """After the first call, kernels launch through ``_launch``'s cache, not Triton's dispatch.
+
+    (In Triton 3.6 the launch hooks are an empty ``HookChain``, never None: a check
+    for None sent every launch down the slow path without any test noticing.)
+    """
+    x = torch.randn(64, 512, device=DEVICE, dtype=torch.float16)
+    first = layer_norm(x, (512,))
+    cached = [key for key in launch._compiled_kernels if key[0] is kernels.layer_norm_fwd_kernel]
+    assert cached, "the forward kernel was not cached for direct launches"
+    assert not launch._hooks_installed()
+    assert torch.equal(layer_norm(x, (512,)), first)  # the direct launch computes the same
+
+
+@gpu
+def test_launch_hooks_see_every_launch():
+    """A profiler's launch hook turns the direct path off, so the hook sees each launch."""
+    import triton
+
+    seen = []
+    hook = triton.knobs.runtime.launch_enter_hook
+    record = lambda metadata: seen.append(metadata)  # noqa: E731
+    hook.add(record)
+    try:
+        x = torch.randn(64, 512, device=DEVICE, dtype=torch.float16)
+        layer_norm(x, (512,))
+        layer_norm(x, (512,))
+    finally:
+        hook.remove(record)
+    assert len(seen) == 2
 
 
 def test_autocast_gives_torch_dtype():

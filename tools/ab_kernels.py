@@ -1,0 +1,101 @@
+"""A/B of kernel source edits in one lease: variants of ``kernels.py`` timed side by side.
+
+Each variant is ``kernels.py`` with some text replaced, imported as its own module;
+the launchers are pointed at it and timed at a few shapes and configurations
+(L2 flushed), with the largest difference to the package's own result printed as
+a check that the edit computes the same thing:
+
+    python tools/ab_kernels.py
+"""
+
+import importlib.util
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+from triton.testing import do_bench
+
+from ln_tutorial import kernels, launch
+
+
+def variant(name, replacements):
+    """``kernels.py`` with each ``(old, new)`` text replaced, as an importable module."""
+    source = Path(kernels.__file__).read_text()
+    for old, new in replacements:
+        assert source.count(old) == 1, old
+        source = source.replace(old, new)
+    path = Path(tempfile.mkdtemp()) / f"kernels_{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"kernels_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def time_cases(cases, variants):
+    """Time each ``(mode, M, N, configs)`` case with every variant (bf16, L2 flushed)."""
+    for mode, m, n, configs in cases:
+        x = -2.3 + 0.5 * torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+        w, b = torch.rand(n, device="cuda", dtype=torch.bfloat16), torch.rand(n, device="cuda", dtype=torch.bfloat16)
+        dy = 0.1 * torch.randn_like(x)
+        y_ref, mean, rstd = launch.layer_norm_forward(x, w, b, 1e-5)
+        ref = launch.layer_norm_backward(dy, x, w, b, mean, rstd) if mode == "backward" else (y_ref,)
+        moved = (2 if mode == "forward" else 3) * m * n * 2
+        for name, module in variants.items():
+            launch.kernels = module
+            for c in configs:
+                if mode == "forward":
+                    run = lambda c=c: launch.layer_norm_forward(x, w, b, 1e-5, config=c)[:1]
+                else:
+                    run = lambda c=c: launch.layer_norm_backward(dy, x, w, b, mean, rstd, config=c)
+                try:
+                    out = run()
+                    torch.cuda.synchronize()
+                except Exception as exc:  # a configuration that does not compile (shared memory, registers)
+                    print(f"{mode} {m}x{n} {name:<10} {tuple(c)}: failed: {type(exc).__name__}: {str(exc)[:120]}")
+                    continue
+                err = max(((a.float() - r.float()).abs().max() / r.float().abs().max()).item() for a, r in zip(out, ref))
+                do_bench(run, warmup=100, rep=50)
+                q = do_bench(run, warmup=25, rep=150, quantiles=[0.2, 0.5, 0.8])
+                print(f"{mode} {m}x{n} {name:<10} {tuple(c)}: {moved / (q[1] * 1e-3) / 1e9:6.0f} GB/s "
+                      f"(p20 {moved / (q[0] * 1e-3) / 1e9:.0f}, p80 {moved / (q[2] * 1e-3) / 1e9:.0f})"
+                      f"  max rel. diff to default {err:.1e}", flush=True)  # fmt: skip
+        launch.kernels = kernels
+
+
+# The persistent backward holds, per element of a tile, x̂, w·dy, w and the two
+# accumulators in float32: at 32 values per thread that is more than the 128
+# registers a thread may have with 512 threads on an SM, so 32 KB rows spill.
+W_ONCE = "    if W is not None:\n        w = tl.load(W + cols, mask=col_mask, other=0.0).to(COMPUTE)\n    dw_acc"
+W_USE = "        w_dy = dy * w[None, :] if W is not None else dy\n"
+W_RELOAD = [
+    (W_ONCE, "    dw_acc"),
+    (W_USE, "        w_dy = dy * tl.load(W + cols, mask=col_mask, other=0.0).to(COMPUTE)[None, :] if W is not None else dy\n"),
+]
+ACC_EARLY = [
+    ("        c1 = tl.sum(x_hat * w_dy, axis=1) * inv_n\n",
+     "        dw_acc += dy * x_hat\n        db_acc += dy\n        c1 = tl.sum(x_hat * w_dy, axis=1) * inv_n\n"),
+    ("        tl.store(DX + rows[:, None] * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)\n"
+     "        dw_acc += dy * x_hat\n        db_acc += dy\n",
+     "        tl.store(DX + rows[:, None] * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)\n"),
+]  # fmt: skip
+
+if __name__ == "__main__":
+    B, F = launch.BackwardConfig, launch.ForwardConfig
+    variants = {
+        "package": kernels,
+        "w_reload": variant("w_reload", W_RELOAD),
+        "acc_early": variant("acc_early", W_RELOAD + ACC_EARLY),
+    }
+    time_cases(
+        [
+            ("backward", 8192, 16384, [B(False, 1, 16384, 16, 1, 1), B(False, 1, 16384, 32, 1, 1),
+                                       B(False, 1, 16384, 16, 1, 2)]),
+            ("backward", 16384, 8192, [B(False, 1, 8192, 16, 1, 3), B(False, 1, 8192, 8, 1, 3)]),
+            ("backward", 16384, 4096, [B(False, 2, 4096, 8, 1, 3), B(False, 1, 4096, 4, 1, 4)]),
+            ("backward", 65536, 1024, [B(False, 4, 1024, 4, 1, 4)]),
+        ],
+        variants,
+    )  # fmt: skip
