@@ -303,7 +303,8 @@ def layer_norm_backward(
     partial = mean.new_empty((len(params), programs, n))
     dw_partial = partial[0] if weight is not None else None
     db_partial = partial[-1] if bias is not None else None
-    grads = params[0].new_empty((len(params), n)) if params else None  # dw and db: one allocation, two rows
+    # Separate allocations: outputs of the torch.library backward op must not alias.
+    grads = [torch.empty_like(p) for p in params]
     compute = _compute_dtype(x.dtype)
     row_tensors = (dy, x, weight, mean, rstd, dx)  # the kernels' first six arguments
     strides = (dy.stride(0), x.stride(0), dx.stride(0))

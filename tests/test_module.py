@@ -57,18 +57,20 @@ def test_module_dtype_and_strategy_attribute():
 def test_torch_compile_fullgraph():
     x = torch.randn(256, 1000, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
     weight = torch.randn(1000, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+    bias = torch.randn(1000, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+    leaves = (x, weight, bias)
 
-    def step(x, weight):
-        return layer_norm(x * 2, (1000,), weight).float().square().mean()
+    def step(x, weight, bias):
+        return layer_norm(x * 2, (1000,), weight, bias).float().square().mean()
 
     compiled = torch.compile(step, fullgraph=True)
-    loss = compiled(x, weight)
-    loss.backward()
-    grads = x.grad.clone(), weight.grad.clone()
-    x.grad = weight.grad = None
-    step(x, weight).backward()
-    torch.testing.assert_close(grads[0], x.grad)
-    torch.testing.assert_close(grads[1], weight.grad)
+    compiled(*leaves).backward()
+    grads = [t.grad.clone() for t in leaves]
+    for t in leaves:
+        t.grad = None
+    step(*leaves).backward()
+    for ours, eager in zip(grads, (t.grad for t in leaves)):
+        torch.testing.assert_close(ours, eager)
 
 
 @gpu
