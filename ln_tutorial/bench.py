@@ -138,7 +138,10 @@ def time_provider(fn: Callable, mode: str, m: int, n: int, dtype: torch.dtype) -
 
 
 def _commit() -> str:
-    """The source commit: git's, or LN_TUTORIAL_COMMIT where the tree is a copy without .git."""
+    """The source commit: LN_TUTORIAL_COMMIT when set (a copy of the tree, whose .git may be
+    missing or stale), else ``git describe`` of the package's checkout."""
+    if os.environ.get("LN_TUTORIAL_COMMIT"):
+        return os.environ["LN_TUTORIAL_COMMIT"]
     try:
         out = subprocess.run(
             ["git", "describe", "--always", "--dirty"], cwd=Path(__file__).parent, capture_output=True, text=True
@@ -147,7 +150,7 @@ def _commit() -> str:
             return out.stdout.strip()
     except OSError:
         pass
-    return os.environ.get("LN_TUTORIAL_COMMIT", "unknown")
+    return "unknown"
 
 
 def gpu_slug(name: str) -> str:
