@@ -31,6 +31,7 @@ In doing so, you will learn about:
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch

@@ -122,15 +122,20 @@ def next_power_of_2(n: int) -> int:
 _compiled_kernels: dict = {}
 
 
-def _specialization(arg):
-    """What Triton specializes a kernel on, for one argument (see triton.runtime.jit)."""
-    if isinstance(arg, torch.Tensor):
-        return arg.dtype, arg.data_ptr() % 16 == 0
-    if isinstance(arg, bool) or arg is None:
-        return arg
-    if isinstance(arg, int):  # 1 becomes a constant, multiples of 16 get a hint, large values are 64-bit
-        return arg if arg in (0, 1) else (arg % 16 == 0, -(2**31) <= arg < 2**31)
-    return type(arg)
+def _specialization(args) -> list:
+    """What Triton specializes a kernel on, argument by argument (see triton.runtime.jit).
+
+    A tensor: its dtype and whether it is 16-byte aligned. An int above 1: whether
+    it is a multiple of 16 and fits in 32 bits (0 and 1 become constants, so they
+    count by value). Anything else (None, floats) by value. One comprehension, not
+    a function call per argument: this runs on every launch.
+    """
+    return [
+        (a.dtype, a.data_ptr() % 16 == 0) if isinstance(a, torch.Tensor)
+        else (a % 16 == 0, a < 2**31) if a.__class__ is int and a > 1
+        else a
+        for a in args
+    ]  # fmt: skip
 
 
 def _hooks_installed() -> bool:
@@ -151,7 +156,7 @@ def _launch(kernel, grid: Tuple[int, ...], *args, **meta) -> None:
     # torch's raw getters, as Triton's own launcher uses: torch.cuda.current_stream()
     # builds a Stream object on every call.
     device = torch._C._cuda_getDevice()
-    key = (kernel, device, *map(_specialization, args), *meta.values())
+    key = (kernel, device, *_specialization(args), *meta.values())
     entry = _compiled_kernels.get(key)
     if entry is None:
         compiled = kernel[grid](*args, **meta)  # compiles, then launches
@@ -298,13 +303,12 @@ def layer_norm_backward(
 
     cfg = config or backward_config(n, x.element_size())
     programs, rows_per_program = _backward_grid(m, n, x.device, cfg, strategy)
-    # Everything is allocated before the first launch, so that the two launches
-    # follow each other with no Python in between.
+    # Only what the first launch needs comes before it: every microsecond of
+    # Python before it is a microsecond the GPU may wait (docs/performance.md).
     partial = mean.new_empty((len(params), programs, n))
-    dw_partial = partial[0] if weight is not None else None
-    db_partial = partial[-1] if bias is not None else None
-    # Separate allocations: outputs of the torch.library backward op must not alias.
-    grads = [torch.empty_like(p) for p in params]
+    partial_rows = partial.unbind(0)  # one call for both views
+    dw_partial = partial_rows[0] if weight is not None else None
+    db_partial = partial_rows[-1] if bias is not None else None
     compute = _compute_dtype(x.dtype)
     row_tensors = (dy, x, weight, mean, rstd, dx)  # the kernels' first six arguments
     strides = (dy.stride(0), x.stride(0), dx.stride(0))
@@ -336,6 +340,8 @@ def layer_norm_backward(
     if not params:
         return dx, None, None
     # Second stage: add the partial rows in a fixed order, dW/dB in parallel programs.
+    # Separate allocations: outputs of the torch.library backward op must not alias.
+    grads = [torch.empty_like(p) for p in params]
     _launch(
         kernels.partial_sum_kernel, (cdiv(n, REDUCE_BLOCK_N), len(params)), partial, grads[0], grads[-1],
         programs, n, BLOCK_P=min(REDUCE_BLOCK_P, next_power_of_2(programs)), BLOCK_N=REDUCE_BLOCK_N, num_warps=4,
@@ -352,6 +358,7 @@ def _check_lock_row(n: int, element_size: int) -> None:
         )
 
 
+@functools.lru_cache(maxsize=256)
 def _backward_grid(m: int, n: int, device: torch.device, cfg: BackwardConfig, strategy: str) -> Tuple[int, int]:
     """Number of dW/dB partial rows (programs or lock groups) and rows per program."""
     if strategy == "lock":
