@@ -136,6 +136,36 @@ def layer_norm_fwd_looped_kernel(
 
 
 @triton.jit
+def load_tile(
+    X,  # input, rows ``stride_x`` elements apart
+    DY,  # upstream gradient, rows ``stride_dy`` elements apart
+    W,  # weight, (N,), or None
+    MEAN,  # per-row mean, (M,)
+    RSTD,  # per-row rstd, (M,)
+    rows,  # (BLOCK_M,) row indices of the tile
+    cols,  # (BLOCK_N,) column indices of the tile
+    row_mask,  # (BLOCK_M,) rows that exist
+    col_mask,  # (BLOCK_N,) columns that exist
+    stride_x,  # elements between two rows of X
+    stride_dy,  # elements between two rows of DY
+    COMPUTE: tl.constexpr,  # accumulation dtype
+    EVICTION: tl.constexpr,  # L2 hint for x and dy: "", "evict_last" or "evict_first"
+):
+    """x̂, ∇y, w·∇y (BLOCK_M, BLOCK_N) and rstd (BLOCK_M,) of a tile; x̂ is 0 outside it."""
+    mask = row_mask[:, None] & col_mask[None, :]
+    x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0, eviction_policy=EVICTION)
+    dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0, eviction_policy=EVICTION)
+    mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
+    rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
+    x_hat = tl.where(mask, (x.to(COMPUTE) - mean[:, None]) * rstd[:, None], 0.0)
+    dy = dy.to(COMPUTE)
+    w_dy = dy
+    if W is not None:  # loaded per tile (L1 hits): kept in registers, w made 32 KB rows spill
+        w_dy *= tl.load(W + cols, mask=col_mask, other=0.0).to(COMPUTE)[None, :]
+    return x_hat, dy, w_dy, rstd
+
+
+@triton.jit
 def layer_norm_bwd_persistent_kernel(
     DY,  # upstream gradient, (M, N), rows ``stride_dy`` elements apart
     X,  # input saved by the forward, (M, N), rows ``stride_x`` apart
@@ -155,6 +185,7 @@ def layer_norm_bwd_persistent_kernel(
     BLOCK_N: tl.constexpr,  # power of two >= N
     COMPUTE: tl.constexpr,  # accumulation dtype
     NUM_STAGES: tl.constexpr,  # tiles in flight: loads issued ahead of their use
+    RELOAD: tl.constexpr,  # read each tile twice (the second time from L2) to save registers
 ):
     """dx for every row, and one partial row of dW/dB per program.
 
@@ -176,19 +207,15 @@ def layer_norm_bwd_persistent_kernel(
     for row_start in tl.range(row_begin, row_end, BLOCK_M, num_stages=NUM_STAGES):
         rows = row_start + tl.arange(0, BLOCK_M)
         row_mask = rows < row_end
-        mask = row_mask[:, None] & col_mask[None, :]
-        x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(COMPUTE)
-        dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(COMPUTE)
-        mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
-        rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
-
-        x_hat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
-        w_dy = dy
-        if W is not None:  # reloaded per tile (L1 hits): kept in registers, w made 32 KB rows spill
-            w_dy *= tl.load(W + cols, mask=col_mask, other=0.0).to(COMPUTE)[None, :]
+        x_hat, dy, w_dy, rstd = load_tile(X, DY, W, MEAN, RSTD, rows, cols, row_mask, col_mask, stride_x, stride_dy,
+                                          COMPUTE, "evict_last" if RELOAD else "")  # fmt: skip
         c1 = tl.sum(x_hat * w_dy, axis=1) * inv_n
         c2 = tl.sum(w_dy, axis=1) * inv_n
+        if RELOAD:  # wide rows: x̂ and w·∇y held across the sums would spill; read the tile again (L2)
+            x_hat, dy, w_dy, rstd = load_tile(X, DY, W, MEAN, RSTD, rows, cols, row_mask, col_mask, stride_x,
+                                              stride_dy, COMPUTE, "evict_first")  # fmt: skip
         dx = (w_dy - (x_hat * c1[:, None] + c2[:, None])) * rstd[:, None]
+        mask = row_mask[:, None] & col_mask[None, :]
         tl.store(DX + rows[:, None] * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)
         dw_acc += dy * x_hat
         db_acc += dy
@@ -278,12 +305,9 @@ def layer_norm_bwd_dwdb_kernel(
     for row_start in tl.range(row_begin, row_end, BLOCK_M, num_stages=NUM_STAGES):
         rows = row_start + tl.arange(0, BLOCK_M)
         row_mask = rows < row_end
-        mask = row_mask[:, None] & col_mask[None, :]
-        x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(COMPUTE)
-        dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(COMPUTE)
-        mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
-        rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
-        dw_acc += dy * tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+        x_hat, dy, _, _ = load_tile(X, DY, None, MEAN, RSTD, rows, cols, row_mask, col_mask, stride_x, stride_dy,
+                                    COMPUTE, "")  # fmt: skip
+        dw_acc += dy * x_hat
         db_acc += dy
     if DW_PARTIAL is not None:
         tl.store(DW_PARTIAL + group.to(tl.int64) * N + cols, tl.sum(dw_acc, axis=0), mask=col_mask)

@@ -49,20 +49,24 @@ class BackwardConfig(NamedTuple):
     num_warps: int
     programs_per_sm: int  # persistent grid size = SMs * programs_per_sm
     num_stages: int = 1  # tiles in flight per program (software pipelining)
+    reload: bool = False  # read each tile twice rather than hold it across the row sums
 
 
 # Measured on an H100 (tools/tune.py; docs/performance.md has the numbers),
 # keyed by the padded row size in bytes: (rows per program, warps) for the
-# forward, (rows per loop step, warps, programs per SM, tiles in flight) for the
-# backward. Short rows are packed several to a program so that each program
-# moves enough bytes to hide memory latency; long rows get more warps, but past
-# about 32 values per thread the extra warps only add reduction overhead. In the
-# backward's loop over its rows, tiles in flight > 1 let Triton issue the loads
-# of the next tiles while the current one is reduced and stored.
+# forward, (rows per loop step, warps, programs per SM, tiles in flight, reload)
+# for the backward. Short rows are packed several to a program so that each
+# program moves enough bytes to hide memory latency; long rows get more warps,
+# but past about 32 values per thread the extra warps only add reduction
+# overhead. In the backward's loop over its rows, tiles in flight > 1 let Triton
+# issue the loads of the next tiles while the current one is reduced and stored;
+# at 32 KB rows the tile is read a second time (from L2) instead of being held
+# in registers across the row sums.
 FORWARD_TABLE = {2048: (4, 4), 4096: (2, 8), 8192: (1, 8), 16384: (1, 16), 32768: (1, 8), 65536: (1, 32)}
 FORWARD_LOOPED = ForwardConfig(True, 1, 16384, 32)
 BACKWARD_TABLE = {
-    2048: (4, 4, 1, 4), 4096: (4, 8, 1, 3), 8192: (2, 8, 1, 3), 16384: (1, 16, 1, 3), 32768: (1, 16, 1, 1),
+    2048: (4, 4, 1, 4, False), 4096: (4, 8, 1, 3, False), 8192: (2, 8, 1, 3, False), 16384: (1, 16, 1, 3, False),
+    32768: (1, 8, 1, 1, True),
 }  # fmt: skip
 BACKWARD_LOOPED = BackwardConfig(True, 16, 8192, 16, 1, 3)
 
@@ -89,8 +93,8 @@ def backward_config(n: int, element_size: int) -> BackwardConfig:
         return BACKWARD_LOOPED
     if row_bytes < 2048:
         return BackwardConfig(False, min(32, 8192 // row_bytes), block_n, 4, 2, 3)
-    block_m, num_warps, per_sm, stages = BACKWARD_TABLE[row_bytes]
-    return BackwardConfig(False, block_m, block_n, num_warps, per_sm, stages)
+    block_m, num_warps, per_sm, stages, reload = BACKWARD_TABLE[row_bytes]
+    return BackwardConfig(False, block_m, block_n, num_warps, per_sm, stages, reload)
 
 
 def lock_group_size(n: int) -> int:
@@ -324,7 +328,7 @@ def layer_norm_backward(
         _launch(
             kernels.layer_norm_bwd_persistent_kernel, (programs,), *row_tensors, dw_partial, db_partial, *strides,
             m, n, rows_per_program, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, COMPUTE=compute,
-            NUM_STAGES=cfg.num_stages, num_warps=cfg.num_warps,
+            NUM_STAGES=cfg.num_stages, RELOAD=cfg.reload, num_warps=cfg.num_warps,
         )  # fmt: skip
     else:  # wide rows: dx one row per program, then dW/dB on a (column block, row group) grid
         _launch(

@@ -67,15 +67,16 @@ def test_forced_looped_backward_kernels():
             torch.testing.assert_close(ours.double(), exact, atol=1e-5, rtol=1e-5, msg=name)
 
 
-@pytest.mark.parametrize("num_stages", [1, 3])
-def test_persistent_backward_pipelining(num_stages):
-    """Several loop steps per program, the last one partly masked, with and without pipelining."""
+@pytest.mark.parametrize("num_stages, reload", [(1, False), (3, False), (1, True)])
+def test_persistent_backward_pipelining(num_stages, reload):
+    """Several loop steps per program, the last one partly masked, with and without pipelining,
+    holding each tile across the row sums or reading it again."""
     sms = launch._sm_count(torch.device(DEVICE))
     m, n = 3 * 2 * sms + 1, 40
     x, dy = torch.randn(m, n, device=DEVICE), torch.randn(m, n, device=DEVICE)
     weight, bias = _affine(n)
     _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
-    cfg = launch.BackwardConfig(False, 2, 64, 4, 1, num_stages)
+    cfg = launch.BackwardConfig(False, 2, 64, 4, 1, num_stages, reload)
     dx, dw, db = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
     for name, ours, exact in zip(("dx", "dw", "db"), (dx, dw, db), layer_norm_backward_reference(dy, x, weight)):
         torch.testing.assert_close(ours.double(), exact, atol=1e-4, rtol=1e-5, msg=name)

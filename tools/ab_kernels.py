@@ -5,10 +5,15 @@ the launchers are pointed at it and timed at a few shapes and configurations
 (L2 flushed), with the largest difference to the package's own result printed as
 a check that the edit computes the same thing:
 
-    python tools/ab_kernels.py
+    python tools/ab_kernels.py EXPERIMENT.py
+
+``EXPERIMENT.py`` defines ``VARIANTS = {name: [(old_text, new_text), ...]}`` and
+``CASES = [(mode, M, N, [launch configurations]), ...]``. The experiments behind
+docs/performance.md are in the git history next to their logs (tools/runs/).
 """
 
 import importlib.util
+import runpy
 import sys
 import tempfile
 from pathlib import Path
@@ -65,38 +70,7 @@ def time_cases(cases, variants):
         launch.kernels = kernels
 
 
-# The forward's per-row 1/sqrt: the correctly rounded square root and division
-# against the approximate reciprocal square root (float32 only).
-RSQRT = [(
-    "    var = tl.sum(x_centered * x_centered, axis=1) * inv_n\n    rstd = 1.0 / tl.sqrt(var + eps + eps_lo)\n",
-    "    var = tl.sum(x_centered * x_centered, axis=1) * inv_n\n    if COMPUTE == tl.float32:\n"
-    "        rstd = tl.rsqrt(var + eps + eps_lo)\n    else:\n        rstd = 1.0 / tl.sqrt(var + eps + eps_lo)\n",
-)]
-# Streaming cache hints: x is read once and y written once, so neither should displace other data in L2.
-STREAM = [
-    ("    x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(COMPUTE)\n    mean",
-     "    x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0,\n"
-     "                eviction_policy=\"evict_first\").to(COMPUTE)\n    mean"),
-    ("    tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)",
-     "    tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask, cache_modifier=\".cs\")"),
-]  # fmt: skip
-
 if __name__ == "__main__":
-    F = launch.ForwardConfig
-    variants = {
-        "package": kernels,
-        "rsqrt": variant("rsqrt", RSQRT),
-        "stream": variant("stream", STREAM),
-        "both": variant("both", RSQRT + STREAM),
-    }
-    time_cases(
-        [
-            ("forward", 16384, 4096, [F(False, 1, 4096, 8), F(False, 2, 4096, 8)]),
-            ("forward", 65536, 1024, [F(False, 4, 1024, 4)]),
-            ("forward", 16384, 8192, [F(False, 1, 8192, 16), F(False, 1, 8192, 8)]),
-            ("forward", 8192, 16384, [F(False, 1, 16384, 8)]),
-            ("forward", 4096, 32768, [F(False, 1, 32768, 32)]),
-            ("forward", 4096, 4096, [F(False, 2, 4096, 8)]),
-        ],
-        variants,
-    )  # fmt: skip
+    experiment = runpy.run_path(sys.argv[1])
+    variants = {name: variant(name, replacements) for name, replacements in experiment["VARIANTS"].items()}
+    time_cases(experiment["CASES"], {"package": kernels, **variants})

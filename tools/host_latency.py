@@ -133,7 +133,7 @@ for name, fn in {
     "compiled.run, arguments prebuilt": lambda: run(
         1024, 1, 1, stream, function, packed, None, None, None, *fwd_args, *constexprs
     ),
-    "map(_specialization, args)": lambda: tuple(map(launch._specialization, fwd_args)),
+    "_specialization(args)": lambda: launch._specialization(fwd_args),
     "torch.is_grad_enabled()": torch.is_grad_enabled,
     "cache.zero_()": cache.zero_,
     "Event.record()": start.record,
