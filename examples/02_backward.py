@@ -361,7 +361,19 @@ ax.set_title("Persistent reduction: program p owns rows [3p, 3p + 3), no locks")
 plt.show()
 
 # %%
-# The kernel:
+# The kernel works on tiles of ``BLOCK_M`` rows. A small helper loads a tile and
+# returns :math:`\hat{x}`, :math:`\nabla_y` and :math:`w \nabla_y` in the
+# compute precision, together with the rows' rstd:
+
+# ln_tutorial:source ln_tutorial.kernels.load_tile
+
+# %%
+# and another writes a program's partial sums at the end:
+
+# ln_tutorial:source ln_tutorial.kernels.store_partial_row
+
+# %%
+# The kernel itself:
 
 # ln_tutorial:source ln_tutorial.kernels.layer_norm_bwd_persistent_kernel
 
@@ -372,14 +384,20 @@ plt.show()
 # registers until the end, so the partial-sum traffic is one row per program
 # instead of one read and one write per input row.
 #
-# Two details come from measurements on an H100. The loop is a
+# Three details come from measurements on an H100. The loop is a
 # ``tl.range(..., num_stages=NUM_STAGES)`` rather than a plain ``range``: with
 # more than one stage, Triton issues the loads of the next tiles while the
 # current one is still being reduced and stored, so the memory system always
 # has requests in flight. With three or four stages the backward gained 10 to
-# 30 % on rows of 2 to 16 KB. And the weight is loaded again for every tile (it
+# 30 % on rows of 2 to 16 KB. The weight is loaded again for every tile (it
 # comes from L1) instead of once before the loop: a copy held in registers for
-# the whole loop made 32 KB rows spill.
+# the whole loop made 32 KB rows spill. And for 32 KB rows even that is not
+# enough: :math:`\hat{x}` and :math:`w \nabla_y`, held across the two row
+# sums next to the accumulators, need more registers than a thread has. With
+# ``RELOAD`` the kernel reads the tile a second time after the sums, from L2
+# (the first read asks L2 to keep it, the second lets it go), which took
+# 8192 × 16384 from 1674 to 2184 GB/s. On narrower rows the second read only
+# costs time, so the table turns it on for 32 KB rows alone.
 #
 # The launcher chooses the grid: enough programs to fill the GPU, each with at
 # least ``BLOCK_M`` rows. On the interpreter there is no SM count, so it
@@ -402,16 +420,17 @@ plt.show()
 
 # %%
 # The backward's configurations come from a table measured like the forward's
-# (rows per loop step, warps, programs per SM and stages, by padded row size in
-# bytes):
+# (rows per loop step, warps, programs per SM, stages and reload, by padded row
+# size in bytes):
 
 print("MAX_FUSED_BWD_BYTES =", launch.MAX_FUSED_BWD_BYTES)
-print(f"{'N':>7} {'dtype':>9} {'BLOCK_M':>8} {'BLOCK_N':>8} {'warps':>6} {'per SM':>7} {'stages':>7} {'looped':>7}")
+print(f"{'N':>7} {'dtype':>9} {'BLOCK_M':>8} {'BLOCK_N':>8} {'warps':>6} {'per SM':>7} {'stages':>7} "
+      f"{'reload':>7} {'looped':>7}")
 for n in (768, 1024, 4096, 8192, 16384, 32768):
     for dtype in (torch.float16, torch.float32):
         cfg = launch.backward_config(n, torch.empty(0, dtype=dtype).element_size())
         print(f"{n:>7} {str(dtype)[6:]:>9} {cfg.block_m:>8} {cfg.block_n:>8} {cfg.num_warps:>6} "
-              f"{cfg.programs_per_sm:>7} {cfg.num_stages:>7} {cfg.looped!s:>7}")
+              f"{cfg.programs_per_sm:>7} {cfg.num_stages:>7} {cfg.reload!s:>7} {cfg.looped!s:>7}")
 
 # %%
 # Checking the gradients

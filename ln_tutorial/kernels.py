@@ -166,6 +166,24 @@ def load_tile(
 
 
 @triton.jit
+def store_partial_row(
+    DW_PARTIAL,  # COMPUTE (P, N) partial rows of dW, or None
+    DB_PARTIAL,  # COMPUTE (P, N) partial rows of dB, or None
+    p,  # which partial row to write
+    N,  # number of columns
+    cols,  # (BLOCK_N,) column indices
+    col_mask,  # (BLOCK_N,) columns that exist
+    dw_acc,  # (BLOCK_M, BLOCK_N) running sums of ∇y·x̂
+    db_acc,  # (BLOCK_M, BLOCK_N) running sums of ∇y
+):
+    """Write one program's dW/dB partial sums: its accumulators summed over their BLOCK_M rows."""
+    if DW_PARTIAL is not None:
+        tl.store(DW_PARTIAL + p.to(tl.int64) * N + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
+    if DB_PARTIAL is not None:
+        tl.store(DB_PARTIAL + p.to(tl.int64) * N + cols, tl.sum(db_acc, axis=0), mask=col_mask)
+
+
+@triton.jit
 def layer_norm_bwd_persistent_kernel(
     DY,  # upstream gradient, (M, N), rows ``stride_dy`` elements apart
     X,  # input saved by the forward, (M, N), rows ``stride_x`` apart
@@ -220,10 +238,7 @@ def layer_norm_bwd_persistent_kernel(
         dw_acc += dy * x_hat
         db_acc += dy
 
-    if DW_PARTIAL is not None:
-        tl.store(DW_PARTIAL + pid.to(tl.int64) * N + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
-    if DB_PARTIAL is not None:
-        tl.store(DB_PARTIAL + pid.to(tl.int64) * N + cols, tl.sum(db_acc, axis=0), mask=col_mask)
+    store_partial_row(DW_PARTIAL, DB_PARTIAL, pid, N, cols, col_mask, dw_acc, db_acc)
 
 
 @triton.jit
@@ -309,10 +324,7 @@ def layer_norm_bwd_dwdb_kernel(
                                     COMPUTE, "")  # fmt: skip
         dw_acc += dy * x_hat
         db_acc += dy
-    if DW_PARTIAL is not None:
-        tl.store(DW_PARTIAL + group.to(tl.int64) * N + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
-    if DB_PARTIAL is not None:
-        tl.store(DB_PARTIAL + group.to(tl.int64) * N + cols, tl.sum(db_acc, axis=0), mask=col_mask)
+    store_partial_row(DW_PARTIAL, DB_PARTIAL, group, N, cols, col_mask, dw_acc, db_acc)
 
 
 @triton.jit
