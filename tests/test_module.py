@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from conftest import DEVICE
 from ln_tutorial import LayerNorm, layer_norm
@@ -96,3 +97,26 @@ def test_cuda_graph_capture_forward_and_backward():
         torch.cuda.synchronize()
         expected = torch.nn.functional.layer_norm(x.detach(), (512,), module.weight.detach(), module.bias.detach())
         torch.testing.assert_close(y, expected)
+
+
+@gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+@pytest.mark.parametrize("strategy", ["deterministic", "lock"])
+def test_input_on_another_gpu_than_the_current_one(strategy):
+    """Kernels launch on the input's GPU, not on the current device (left at cuda:0)."""
+    assert torch.cuda.current_device() == 0
+    x = torch.randn(300, 1000, device="cuda:1", requires_grad=True)
+    weight = torch.randn(1000, device="cuda:1", requires_grad=True)
+    bias = torch.randn(1000, device="cuda:1", requires_grad=True)
+    dy = torch.randn(300, 1000, device="cuda:1")
+    y = layer_norm(x, (1000,), weight, bias, backward_strategy=strategy)
+    y.backward(dy)
+    grads = [t.grad for t in (x, weight, bias)]
+    for t in (x, weight, bias):
+        t.grad = None
+    F.layer_norm(x, (1000,), weight, bias).backward(dy)
+    torch.testing.assert_close(y, F.layer_norm(x, (1000,), weight, bias))
+    for ours, theirs in zip(grads, (x.grad, weight.grad, bias.grad)):
+        assert ours.device == torch.device("cuda:1")
+        torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=1e-4)
+
