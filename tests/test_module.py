@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from conftest import DEVICE
-from ln_tutorial import LayerNorm, layer_norm
+from ln_tutorial import LayerNorm, launch, layer_norm
 
 gpu = pytest.mark.gpu
 
@@ -105,12 +105,16 @@ def test_cuda_graph_capture_forward_and_backward():
 def test_input_on_another_gpu_than_the_current_one(strategy):
     """Kernels launch on the input's GPU, not on the current device (left at cuda:0)."""
     assert torch.cuda.current_device() == 0
+    launch._compiled_kernels.clear()
     x = torch.randn(300, 1000, device="cuda:1", requires_grad=True)
     weight = torch.randn(1000, device="cuda:1", requires_grad=True)
     bias = torch.randn(1000, device="cuda:1", requires_grad=True)
     dy = torch.randn(300, 1000, device="cuda:1")
     y = layer_norm(x, (1000,), weight, bias, backward_strategy=strategy)
     y.backward(dy)
+    # Run elsewhere, the kernels would still compute the right numbers, reading
+    # cuda:1's memory over the interconnect: check where they were launched.
+    assert {key[1] for key in launch._compiled_kernels} == {1}
     grads = [t.grad for t in (x, weight, bias)]
     for t in (x, weight, bias):
         t.grad = None
