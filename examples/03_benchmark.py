@@ -189,6 +189,16 @@ if rows:
 #   read mostly hits the L2 cache, so they lose less than the factor of two
 #   the traffic suggests.
 #
+# * **Host time** shapes the left of both plots. Before every timed call the
+#   benchmark clears L2 with a 256 MB memset, 90 µs of GPU time on the H100.
+#   A provider whose Python takes longer than that to reach its first kernel
+#   launch leaves the GPU waiting, and the wait is timed. PyTorch's C++ path
+#   gets there in a few microseconds; kernels launched from Python (ours,
+#   Liger-Kernel's, torch.compile's) often do not, and a backward through a
+#   Python autograd node pays the engine's overhead first. On a slow host the
+#   small sizes therefore measure the host as much as the kernels, and vary
+#   from run to run; the performance notes have the measurements.
+#
 # The numbers depend on the GPU, the driver and the versions of PyTorch and
 # Triton, which is why each plot carries its provenance. The
 # `Benchmarks <../benchmarks.html>`_ page lists every recorded run, and the
