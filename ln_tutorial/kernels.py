@@ -225,13 +225,16 @@ def layer_norm_bwd_persistent_kernel(
     for row_start in tl.range(row_begin, row_end, BLOCK_M, num_stages=NUM_STAGES):
         rows = row_start + tl.arange(0, BLOCK_M)
         row_mask = rows < row_end
-        x_hat, dy, w_dy, rstd = load_tile(X, DY, W, MEAN, RSTD, rows, cols, row_mask, col_mask, stride_x, stride_dy,
-                                          COMPUTE, "evict_last" if RELOAD else "")  # fmt: skip
+        x_hat, dy, w_dy, rstd = load_tile(
+            X, DY, W, MEAN, RSTD, rows, cols, row_mask, col_mask, stride_x, stride_dy, COMPUTE,
+            "evict_last" if RELOAD else "",
+        )
         c1 = tl.sum(x_hat * w_dy, axis=1) * inv_n
         c2 = tl.sum(w_dy, axis=1) * inv_n
         if RELOAD:  # wide rows: x̂ and w·∇y held across the sums would spill; read the tile again (L2)
-            x_hat, dy, w_dy, rstd = load_tile(X, DY, W, MEAN, RSTD, rows, cols, row_mask, col_mask, stride_x,
-                                              stride_dy, COMPUTE, "evict_first")  # fmt: skip
+            x_hat, dy, w_dy, rstd = load_tile(
+                X, DY, W, MEAN, RSTD, rows, cols, row_mask, col_mask, stride_x, stride_dy, COMPUTE, "evict_first"
+            )
         dx = (w_dy - (x_hat * c1[:, None] + c2[:, None])) * rstd[:, None]
         mask = row_mask[:, None] & col_mask[None, :]
         tl.store(DX + rows[:, None] * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)
@@ -320,8 +323,9 @@ def layer_norm_bwd_dwdb_kernel(
     for row_start in tl.range(row_begin, row_end, BLOCK_M, num_stages=NUM_STAGES):
         rows = row_start + tl.arange(0, BLOCK_M)
         row_mask = rows < row_end
-        x_hat, dy, _, _ = load_tile(X, DY, None, MEAN, RSTD, rows, cols, row_mask, col_mask, stride_x, stride_dy,
-                                    COMPUTE, "")  # fmt: skip
+        x_hat, dy, _, _ = load_tile(
+            X, DY, None, MEAN, RSTD, rows, cols, row_mask, col_mask, stride_x, stride_dy, COMPUTE, ""
+        )
         dw_acc += dy * x_hat
         db_acc += dy
     store_partial_row(DW_PARTIAL, DB_PARTIAL, group, N, cols, col_mask, dw_acc, db_acc)
