@@ -148,9 +148,6 @@ def layer_norm(
         )
     if not (input.is_cuda or (launch.INTERPRET and input.device.type == "cpu")):
         return F.layer_norm(input, normalized_shape, weight, bias, eps)
-    if input.is_cuda and input.get_device() != torch.cuda.current_device():
-        with torch.cuda.device(input.device):  # Triton launches on the current device
-            return layer_norm(input, normalized_shape, weight, bias, eps, backward_strategy=backward_strategy)
     if input.is_cuda and torch.is_autocast_enabled("cuda"):
         # Autocast runs torch's layer_norm in float32 on CUDA; do the same.
         input, weight, bias = (None if t is None else t.float() for t in (input, weight, bias))

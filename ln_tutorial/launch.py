@@ -121,23 +121,23 @@ def next_power_of_2(n: int) -> int:
 # binding and specializing each argument, hashing, looking up the cache. On the
 # H100 machine this project measured it at 35 us per launch, seven times the
 # 4.9 us the forward kernel itself takes at 4096 x 1024: small layer norms were
-# bound by Python, not memory. ``_launch`` keys compiled kernels by exactly the
-# properties Triton specializes on and calls the compiled launcher directly.
-_compiled_kernels: dict = {}
+# bound by Python, not memory. A ``Launcher`` keys compiled kernels by exactly
+# the properties Triton specializes on and calls the compiled launcher directly.
 
 
 def _specialization(args) -> list:
     """What Triton specializes a kernel on, argument by argument (see triton.runtime.jit).
 
-    A tensor: its dtype and whether it is 16-byte aligned. An int above 1: whether
-    it is a multiple of 16 and fits in 32 bits (0 and 1 become constants, so they
-    count by value). Anything else (None, floats) by value. One comprehension, not
-    a function call per argument: this runs on every launch.
+    An int above 1: whether it is a multiple of 16 and fits in 32 bits (0 and 1
+    become constants, so they count by value). None and floats: by value. A
+    tensor (anything else the launchers pass): its dtype and whether it is
+    16-byte aligned. One comprehension with the cheapest tests first, not a
+    function call per argument: this runs on every launch.
     """
     return [
-        (a.dtype, a.data_ptr() % 16 == 0) if isinstance(a, torch.Tensor)
-        else (a % 16 == 0, a < 2**31) if a.__class__ is int and a > 1
-        else a
+        (a % 16 == 0, a < 2**31) if a.__class__ is int and a > 1
+        else a if a is None or a.__class__ is int or a.__class__ is float
+        else (a.dtype, a.data_ptr() % 16 == 0)
         for a in args
     ]  # fmt: skip
 
@@ -152,33 +152,58 @@ def _hooks_installed() -> bool:
     return hook is not None and bool(getattr(hook, "calls", True))
 
 
-def _launch(kernel, grid: Tuple[int, ...], *args, **meta) -> None:
-    """``kernel[grid](*args, **meta)``, minus Triton's per-call Python dispatch once compiled."""
-    if INTERPRET or _hooks_installed():
-        kernel[grid](*args, **meta)
-        return
-    # torch's raw getters, as Triton's own launcher uses: torch.cuda.current_stream()
-    # builds a Stream object on every call.
-    device = torch._C._cuda_getDevice()
-    key = (kernel, device, *_specialization(args), *meta.values())
-    entry = _compiled_kernels.get(key)
-    if entry is None:
-        compiled = kernel[grid](*args, **meta)  # compiles, then launches
-        constexprs = tuple(meta[name] for name in kernel.arg_names[len(args) :])
-        _compiled_kernels[key] = (compiled.run, compiled.function, compiled.packed_metadata, constexprs)
-        return
-    run, function, packed_metadata, constexprs = entry
-    # The arguments Triton's own launch passes: grid, stream, function, metadata,
-    # launch metadata and the enter/exit hooks (none installed), then the kernel's.
-    run(
-        grid[0], grid[1] if len(grid) > 1 else 1, 1, torch._C._cuda_getCurrentRawStream(device), function,
-        packed_metadata, None, None, None, *args, *constexprs,
-    )  # fmt: skip
+class Launcher:
+    """``kernel[grid](*args, **meta)`` for one kernel and fixed compile-time ``meta``.
+
+    Made once per configuration (``_launcher``), so that a launch hashes only
+    what changes from call to call: the device and the arguments' specialization.
+    """
+
+    def __init__(self, kernel, meta: dict):
+        self.kernel, self.meta = kernel, meta
+        self.compiled: dict = {}  # (device, *specialization) -> what the direct launch needs
+
+    def __call__(self, grid: Tuple[int, ...], *args) -> None:
+        if INTERPRET or _hooks_installed():
+            self.kernel[grid](*args, **self.meta)
+            return
+        device = args[0].get_device()  # every kernel's first argument is a tensor
+        if device != torch._C._cuda_getDevice():
+            with torch.cuda.device(device):  # Triton compiles and launches for the current device
+                return self(grid, *args)
+        entry = self.compiled.get((device, *_specialization(args)))
+        if entry is None:
+            compiled = self.kernel[grid](*args, **self.meta)  # compiles, then launches
+            constexprs = tuple(self.meta[name] for name in self.kernel.arg_names[len(args) :])
+            self.compiled[(device, *_specialization(args))] = (
+                compiled.run, compiled.function, compiled.packed_metadata, constexprs,
+            )  # fmt: skip
+            return
+        run, function, packed_metadata, constexprs = entry
+        # The arguments Triton's own launch passes: grid, stream (torch's raw getter,
+        # as Triton uses), function, metadata, launch metadata and the enter/exit
+        # hooks (none installed), then the kernel's.
+        run(
+            grid[0], grid[1] if len(grid) > 1 else 1, 1, torch._C._cuda_getCurrentRawStream(device), function,
+            packed_metadata, None, None, None, *args, *constexprs,
+        )  # fmt: skip
+
+
+_launchers: dict = {}
+
+
+def _launcher(kernel, **meta) -> Launcher:
+    """The one ``Launcher`` of ``kernel`` with compile-time arguments ``meta``."""
+    key = (kernel, *meta.items())
+    if key not in _launchers:
+        _launchers[key] = Launcher(kernel, meta)
+    return _launchers[key]
 
 
 @functools.lru_cache(maxsize=None)
-def _sm_count(device: torch.device) -> int:
-    if device.type == "cuda":
+def _sm_count(device: int) -> int:
+    """SMs of CUDA device ``device``; -1 (the CPU) is the interpreter."""
+    if device >= 0:
         return torch.cuda.get_device_properties(device).multi_processor_count
     return 4  # interpreter: a few programs are enough to exercise the grid
 
@@ -267,18 +292,22 @@ def layer_norm_forward(
     if m == 0 or n == 0:
         return y, mean, rstd
     cfg = config or forward_config(n, x.element_size())
-    common = dict(BLOCK_N=cfg.block_n, COMPUTE=_compute_dtype(x.dtype), num_warps=cfg.num_warps)
+    kernel = _forward_launcher(cfg, x.dtype)
     tensors = (x, y, weight, bias, mean, rstd)
-    strides = (x.stride(0), y.stride(0))
     if cfg.looped:  # one row per program
-        _launch(kernels.layer_norm_fwd_looped_kernel, (m,), *tensors, *strides, n, *_split_eps(eps), **common)
+        kernel((m,), *tensors, x.stride(0), y.stride(0), n, *_split_eps(eps))
     else:  # block_m rows per program
-        grid = (cdiv(m, cfg.block_m),)
-        _launch(
-            kernels.layer_norm_fwd_kernel, grid, *tensors, *strides, m, n, *_split_eps(eps), BLOCK_M=cfg.block_m,
-            **common,
-        )  # fmt: skip
+        kernel((cdiv(m, cfg.block_m),), *tensors, x.stride(0), y.stride(0), m, n, *_split_eps(eps))
     return y, mean, rstd
+
+
+@functools.lru_cache(maxsize=None)
+def _forward_launcher(cfg: ForwardConfig, dtype: torch.dtype) -> Launcher:
+    """The forward kernel ``cfg`` selects, with its compile-time arguments."""
+    meta = dict(BLOCK_N=cfg.block_n, COMPUTE=_compute_dtype(dtype), num_warps=cfg.num_warps)
+    if cfg.looped:
+        return _launcher(kernels.layer_norm_fwd_looped_kernel, **meta)
+    return _launcher(kernels.layer_norm_fwd_kernel, BLOCK_M=cfg.block_m, **meta)
 
 
 def layer_norm_backward(
@@ -295,75 +324,93 @@ def layer_norm_backward(
 
     ``dw``/``db`` are returned only for a weight/bias that exists, in its dtype.
     """
-    if strategy not in STRATEGIES:
-        raise ValueError(f"layer_norm: unknown backward strategy {strategy!r}; expected one of {STRATEGIES}")
     m, n = x.shape
-    if strategy == "lock":
-        _check_lock_row(n, x.element_size())
+    cfg = config or backward_config(n, x.element_size())
+    plan = _backward_plan(m, n, x.dtype, x.get_device(), strategy, cfg)
     dx = x.new_empty((m, n))
     params = [p for p in (weight, bias) if p is not None]
     if m == 0 or n == 0:  # a sum over no rows is zero
         return dx, *(None if p is None else torch.zeros_like(p) for p in (weight, bias))
 
-    cfg = config or backward_config(n, x.element_size())
-    programs, rows_per_program = _backward_grid(m, n, x.device, cfg, strategy)
     # Only what the first launch needs comes before it: every microsecond of
     # Python before it is a microsecond the GPU may wait (docs/performance.md).
-    partial = mean.new_empty((len(params), programs, n))
+    partial = mean.new_empty((len(params), plan.programs, n))
     partial_rows = partial.unbind(0)  # one call for both views
     dw_partial = partial_rows[0] if weight is not None else None
     db_partial = partial_rows[-1] if bias is not None else None
-    compute = _compute_dtype(x.dtype)
     row_tensors = (dy, x, weight, mean, rstd, dx)  # the kernels' first six arguments
     strides = (dy.stride(0), x.stride(0), dx.stride(0))
     if strategy == "lock":  # one row per program, `programs` locked buffers
-        block_n = next_power_of_2(n)
-        lock_and_count = torch.zeros((2, programs), dtype=torch.int32, device=x.device)
-        _launch(
-            kernels.layer_norm_bwd_lock_kernel, (m,), *row_tensors, dw_partial, db_partial, *lock_and_count,
-            *strides, n, GROUP_SIZE_M=programs, BLOCK_N=block_n, COMPUTE=compute,
-            num_warps=min(32, max(4, block_n // 512)),
-        )  # fmt: skip
+        lock_and_count = torch.zeros((2, plan.programs), dtype=torch.int32, device=x.device)
+        plan.main((m,), *row_tensors, dw_partial, db_partial, *lock_and_count, *strides, n)
     elif not cfg.looped:  # persistent: `programs` programs, rows_per_program rows each
-        _launch(
-            kernels.layer_norm_bwd_persistent_kernel, (programs,), *row_tensors, dw_partial, db_partial, *strides,
-            m, n, rows_per_program, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, COMPUTE=compute,
-            NUM_STAGES=cfg.num_stages, RELOAD=cfg.reload, num_warps=cfg.num_warps,
-        )  # fmt: skip
+        plan.main((plan.programs,), *row_tensors, dw_partial, db_partial, *strides, m, n, plan.rows_per_program)
     else:  # wide rows: dx one row per program, then dW/dB on a (column block, row group) grid
-        _launch(
-            kernels.layer_norm_bwd_dx_looped_kernel, (m,), *row_tensors, *strides, n, BLOCK_N=cfg.block_n,
-            COMPUTE=compute, num_warps=cfg.num_warps,
-        )  # fmt: skip
+        plan.main((m,), *row_tensors, *strides, n)
         if params:
-            _launch(
-                kernels.layer_norm_bwd_dwdb_kernel, (cdiv(n, DWDB_BLOCK_N), programs), dy, x, mean, rstd,
-                dw_partial, db_partial, dy.stride(0), x.stride(0), m, n, rows_per_program, BLOCK_M=cfg.block_m,
-                BLOCK_N=DWDB_BLOCK_N, COMPUTE=compute, NUM_STAGES=cfg.num_stages, num_warps=4,
+            plan.dwdb(
+                (cdiv(n, DWDB_BLOCK_N), plan.programs), dy, x, mean, rstd, dw_partial, db_partial, dy.stride(0),
+                x.stride(0), m, n, plan.rows_per_program,
             )  # fmt: skip
     if not params:
         return dx, None, None
     # Second stage: add the partial rows in a fixed order, dW/dB in parallel programs.
     # Separate allocations: outputs of the torch.library backward op must not alias.
     grads = [torch.empty_like(p) for p in params]
-    _launch(
-        kernels.partial_sum_kernel, (cdiv(n, REDUCE_BLOCK_N), len(params)), partial, grads[0], grads[-1],
-        programs, n, BLOCK_P=min(REDUCE_BLOCK_P, next_power_of_2(programs)), BLOCK_N=REDUCE_BLOCK_N, num_warps=4,
-    )  # fmt: skip
+    plan.reduce((cdiv(n, REDUCE_BLOCK_N), len(params)), partial, grads[0], grads[-1], plan.programs, n)
     return dx, grads[0] if weight is not None else None, grads[-1] if bias is not None else None
 
 
-def _check_lock_row(n: int, element_size: int) -> None:
-    if next_power_of_2(n) * element_size > MAX_FUSED_FWD_BYTES:
-        raise ValueError(
-            f"layer_norm: the 'lock' backward keeps a whole row in registers and supports rows of at "
-            f"most {MAX_FUSED_FWD_BYTES} bytes, got {n} elements of {element_size} bytes; "
-            "use backward_strategy='deterministic'"
-        )
+class BackwardPlan(NamedTuple):
+    programs: int  # dW/dB partial rows: persistent programs, row groups or lock buffers
+    rows_per_program: int  # rows each of them adds up
+    main: Launcher  # the persistent kernel, the lock kernel, or the wide rows' dx kernel
+    dwdb: Optional[Launcher]  # wide rows: the kernel of the dW/dB partial rows
+    reduce: Launcher  # second stage: adds the partial rows
 
 
 @functools.lru_cache(maxsize=256)
-def _backward_grid(m: int, n: int, device: torch.device, cfg: BackwardConfig, strategy: str) -> Tuple[int, int]:
+def _backward_plan(m: int, n: int, dtype: torch.dtype, device: int, strategy: str, cfg: BackwardConfig) -> BackwardPlan:
+    """Grid and kernels of the backward, worked out once per shape (and checked then)."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"layer_norm: unknown backward strategy {strategy!r}; expected one of {STRATEGIES}")
+    compute = _compute_dtype(dtype)
+    programs, rows_per_program = _backward_grid(m, n, device, cfg, strategy)
+    reduce = _launcher(
+        kernels.partial_sum_kernel, BLOCK_P=min(REDUCE_BLOCK_P, next_power_of_2(programs)), BLOCK_N=REDUCE_BLOCK_N,
+        num_warps=4,
+    )  # fmt: skip
+    if strategy == "lock":
+        element_size = dtype.itemsize
+        if next_power_of_2(n) * element_size > MAX_FUSED_FWD_BYTES:
+            raise ValueError(
+                f"layer_norm: the 'lock' backward keeps a whole row in registers and supports rows of at "
+                f"most {MAX_FUSED_FWD_BYTES} bytes, got {n} elements of {element_size} bytes; "
+                "use backward_strategy='deterministic'"
+            )
+        block_n = next_power_of_2(n)
+        main = _launcher(
+            kernels.layer_norm_bwd_lock_kernel, GROUP_SIZE_M=programs, BLOCK_N=block_n, COMPUTE=compute,
+            num_warps=min(32, max(4, block_n // 512)),
+        )  # fmt: skip
+        return BackwardPlan(programs, rows_per_program, main, None, reduce)
+    if not cfg.looped:
+        main = _launcher(
+            kernels.layer_norm_bwd_persistent_kernel, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, COMPUTE=compute,
+            NUM_STAGES=cfg.num_stages, RELOAD=cfg.reload, num_warps=cfg.num_warps,
+        )  # fmt: skip
+        return BackwardPlan(programs, rows_per_program, main, None, reduce)
+    main = _launcher(
+        kernels.layer_norm_bwd_dx_looped_kernel, BLOCK_N=cfg.block_n, COMPUTE=compute, num_warps=cfg.num_warps
+    )
+    dwdb = _launcher(
+        kernels.layer_norm_bwd_dwdb_kernel, BLOCK_M=cfg.block_m, BLOCK_N=DWDB_BLOCK_N, COMPUTE=compute,
+        NUM_STAGES=cfg.num_stages, num_warps=4,
+    )  # fmt: skip
+    return BackwardPlan(programs, rows_per_program, main, dwdb, reduce)
+
+
+def _backward_grid(m: int, n: int, device: int, cfg: BackwardConfig, strategy: str) -> Tuple[int, int]:
     """Number of dW/dB partial rows (programs or lock groups) and rows per program."""
     if strategy == "lock":
         return min(lock_group_size(n), m), 1  # every buffer gets at least one row

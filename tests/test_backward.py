@@ -71,7 +71,7 @@ def test_forced_looped_backward_kernels():
 def test_persistent_backward_pipelining(num_stages, reload):
     """Several loop steps per program, the last one partly masked, with and without pipelining,
     holding each tile across the row sums or reading it again."""
-    sms = launch._sm_count(torch.device(DEVICE))
+    sms = launch._sm_count(torch.empty(0, device=DEVICE).get_device())
     m, n = 3 * 2 * sms + 1, 40
     x, dy = torch.randn(m, n, device=DEVICE), torch.randn(m, n, device=DEVICE)
     weight, bias = _affine(n)

@@ -137,15 +137,15 @@ def test_forced_looped_forward_kernel():
 
 @gpu
 def test_direct_launch_path_is_taken():
-    """After the first call, kernels launch through ``_launch``'s cache, not Triton's dispatch.
+    """After the first call, kernels launch through a ``Launcher``'s cache, not Triton's dispatch.
 
     (In Triton 3.6 the launch hooks are an empty ``HookChain``, never None: a check
     for None sent every launch down the slow path without any test noticing.)
     """
     x = torch.randn(64, 512, device=DEVICE, dtype=torch.float16)
     first = layer_norm(x, (512,))
-    cached = [key for key in launch._compiled_kernels if key[0] is kernels.layer_norm_fwd_kernel]
-    assert cached, "the forward kernel was not cached for direct launches"
+    cached = [l.compiled for l in launch._launchers.values() if l.kernel is kernels.layer_norm_fwd_kernel]
+    assert any(cached), "the forward kernel was not cached for direct launches"
     assert not launch._hooks_installed()
     assert torch.equal(layer_norm(x, (512,)), first)  # the direct launch computes the same
 

@@ -105,7 +105,8 @@ def test_cuda_graph_capture_forward_and_backward():
 def test_input_on_another_gpu_than_the_current_one(strategy):
     """Kernels launch on the input's GPU, not on the current device (left at cuda:0)."""
     assert torch.cuda.current_device() == 0
-    launch._compiled_kernels.clear()
+    for launcher in launch._launchers.values():
+        launcher.compiled.clear()
     x = torch.randn(300, 1000, device="cuda:1", requires_grad=True)
     weight = torch.randn(1000, device="cuda:1", requires_grad=True)
     bias = torch.randn(1000, device="cuda:1", requires_grad=True)
@@ -114,7 +115,7 @@ def test_input_on_another_gpu_than_the_current_one(strategy):
     y.backward(dy)
     # Run elsewhere, the kernels would still compute the right numbers, reading
     # cuda:1's memory over the interconnect: check where they were launched.
-    assert {key[1] for key in launch._compiled_kernels} == {1}
+    assert {key[0] for launcher in launch._launchers.values() for key in launcher.compiled} == {1}
     grads = [t.grad for t in (x, weight, bias)]
     for t in (x, weight, bias):
         t.grad = None
