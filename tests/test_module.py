@@ -125,3 +125,18 @@ def test_input_on_another_gpu_than_the_current_one(strategy):
         assert ours.device == torch.device("cuda:1")
         torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=1e-4)
 
+
+@gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_launchers_called_directly_on_another_gpu():
+    """The launchers themselves (not only ``layer_norm``) launch on their tensors' GPU."""
+    for launcher in launch._launchers.values():
+        launcher.compiled.clear()
+    x, dy = torch.randn(300, 1000, device="cuda:1"), torch.randn(300, 1000, device="cuda:1")
+    weight, bias = torch.randn(1000, device="cuda:1"), torch.randn(1000, device="cuda:1")
+    y, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
+    dx, dw, db = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
+    assert {key[0] for launcher in launch._launchers.values() for key in launcher.compiled} == {1}
+    torch.testing.assert_close(y, F.layer_norm(x, (1000,), weight, bias))
+    assert dx.device == dw.device == db.device == torch.device("cuda:1")
+
