@@ -167,9 +167,11 @@ def load_tile(
 
 @triton.jit
 def store_partial_row(
-    DW_PARTIAL,  # COMPUTE (P, N) partial rows of dW, or None
-    DB_PARTIAL,  # COMPUTE (P, N) partial rows of dB, or None
+    PARTIAL,  # COMPUTE (K, P, N): the dW partial rows (if HAS_DW), then the dB ones (if HAS_DB)
+    HAS_DW: tl.constexpr,  # the layer norm has a weight
+    HAS_DB: tl.constexpr,  # the layer norm has a bias
     p,  # which partial row to write
+    P,  # partial rows per set
     N,  # number of columns
     cols,  # (BLOCK_N,) column indices
     col_mask,  # (BLOCK_N,) columns that exist
@@ -177,10 +179,12 @@ def store_partial_row(
     db_acc,  # (BLOCK_M, BLOCK_N) running sums of ∇y
 ):
     """Write one program's dW/dB partial sums: its accumulators summed over their BLOCK_M rows."""
-    if DW_PARTIAL is not None:
-        tl.store(DW_PARTIAL + p.to(tl.int64) * N + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
-    if DB_PARTIAL is not None:
-        tl.store(DB_PARTIAL + p.to(tl.int64) * N + cols, tl.sum(db_acc, axis=0), mask=col_mask)
+    row = PARTIAL + p.to(tl.int64) * N + cols
+    if HAS_DW:
+        tl.store(row, tl.sum(dw_acc, axis=0), mask=col_mask)
+        row += P.to(tl.int64) * N  # the dB set follows the dW set
+    if HAS_DB:
+        tl.store(row, tl.sum(db_acc, axis=0), mask=col_mask)
 
 
 @triton.jit
@@ -191,14 +195,15 @@ def layer_norm_bwd_persistent_kernel(
     MEAN,  # per-row mean from the forward, (M,)
     RSTD,  # per-row rstd from the forward, (M,)
     DX,  # input gradient, (M, N), rows ``stride_dx`` apart
-    DW_PARTIAL,  # COMPUTE (P, N): program p's Σ dy * x̂ over its rows, or None
-    DB_PARTIAL,  # COMPUTE (P, N): program p's Σ dy over its rows, or None
+    PARTIAL,  # COMPUTE (K, P, N): program p's Σ dy * x̂ (if HAS_DW) and Σ dy (if HAS_DB) over its rows
     stride_dy,  # elements between two rows of DY
     stride_x,  # elements between two rows of X
     stride_dx,  # elements between two rows of DX
     M,  # number of rows
     N,  # number of columns
     rows_per_program,  # each program owns this many consecutive rows
+    HAS_DW: tl.constexpr,  # the layer norm has a weight: write dW partial rows
+    HAS_DB: tl.constexpr,  # the layer norm has a bias: write dB partial rows
     BLOCK_M: tl.constexpr,  # rows processed together per loop step
     BLOCK_N: tl.constexpr,  # power of two >= N
     COMPUTE: tl.constexpr,  # accumulation dtype
@@ -241,7 +246,7 @@ def layer_norm_bwd_persistent_kernel(
         dw_acc += dy * x_hat
         db_acc += dy
 
-    store_partial_row(DW_PARTIAL, DB_PARTIAL, pid, N, cols, col_mask, dw_acc, db_acc)
+    store_partial_row(PARTIAL, HAS_DW, HAS_DB, pid, tl.num_programs(0), N, cols, col_mask, dw_acc, db_acc)
 
 
 @triton.jit
@@ -299,13 +304,14 @@ def layer_norm_bwd_dwdb_kernel(
     X,  # input, (M, N), rows ``stride_x`` apart
     MEAN,  # per-row mean, (M,)
     RSTD,  # per-row rstd, (M,)
-    DW_PARTIAL,  # COMPUTE (P, N): Σ dy * x̂ over row group p, or None
-    DB_PARTIAL,  # COMPUTE (P, N): Σ dy over row group p, or None
+    PARTIAL,  # COMPUTE (K, P, N): Σ dy * x̂ (if HAS_DW) and Σ dy (if HAS_DB) over row group p
     stride_dy,  # elements between two rows of DY
     stride_x,  # elements between two rows of X
     M,  # number of rows
     N,  # number of columns
     rows_per_program,  # rows in one row group
+    HAS_DW: tl.constexpr,  # write dW partial rows
+    HAS_DB: tl.constexpr,  # write dB partial rows
     BLOCK_M: tl.constexpr,  # rows per loop step
     BLOCK_N: tl.constexpr,  # columns owned by one program
     COMPUTE: tl.constexpr,  # accumulation dtype
@@ -328,7 +334,7 @@ def layer_norm_bwd_dwdb_kernel(
         )
         dw_acc += dy * x_hat
         db_acc += dy
-    store_partial_row(DW_PARTIAL, DB_PARTIAL, group, N, cols, col_mask, dw_acc, db_acc)
+    store_partial_row(PARTIAL, HAS_DW, HAS_DB, group, tl.num_programs(1), N, cols, col_mask, dw_acc, db_acc)
 
 
 @triton.jit

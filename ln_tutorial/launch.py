@@ -61,14 +61,15 @@ class BackwardConfig(NamedTuple):
 # overhead. In the backward's loop over its rows, tiles in flight > 1 let Triton
 # issue the loads of the next tiles while the current one is reduced and stored;
 # at 32 KB rows the tile is read a second time (from L2) instead of being held
-# in registers across the row sums.
+# in registers across the row sums. Wider rows loop over 16384-element steps with
+# 32 warps (8192 with 16 warps: 1303 instead of 1526 GB/s at 2048 x 65536).
 FORWARD_TABLE = {2048: (4, 4), 4096: (2, 8), 8192: (1, 8), 16384: (1, 16), 32768: (1, 8), 65536: (1, 32)}
 FORWARD_LOOPED = ForwardConfig(True, 1, 16384, 32)
 BACKWARD_TABLE = {
     2048: (4, 4, 1, 4, False), 4096: (4, 8, 1, 3, False), 8192: (2, 8, 1, 3, False), 16384: (1, 16, 1, 3, False),
     32768: (1, 8, 1, 1, True),
 }  # fmt: skip
-BACKWARD_LOOPED = BackwardConfig(True, 16, 8192, 16, 1, 3)
+BACKWARD_LOOPED = BackwardConfig(True, 16, 16384, 32, 1, 3)
 
 
 @functools.lru_cache(maxsize=None)
@@ -326,7 +327,8 @@ def layer_norm_backward(
     """
     m, n = x.shape
     cfg = config or backward_config(n, x.element_size())
-    plan = _backward_plan(m, n, x.dtype, x.get_device(), strategy, cfg)
+    has_dw, has_db = weight is not None, bias is not None
+    plan = _backward_plan(m, n, x.dtype, x.get_device(), strategy, cfg, has_dw, has_db)
     dx = x.new_empty((m, n))
     params = [p for p in (weight, bias) if p is not None]
     if m == 0 or n == 0:  # a sum over no rows is zero
@@ -334,23 +336,25 @@ def layer_norm_backward(
 
     # Only what the first launch needs comes before it: every microsecond of
     # Python before it is a microsecond the GPU may wait (docs/performance.md).
+    # The kernels find the dB partial rows after the dW ones, so one buffer, no views.
     partial = mean.new_empty((len(params), plan.programs, n))
-    partial_rows = partial.unbind(0)  # one call for both views
-    dw_partial = partial_rows[0] if weight is not None else None
-    db_partial = partial_rows[-1] if bias is not None else None
     row_tensors = (dy, x, weight, mean, rstd, dx)  # the kernels' first six arguments
-    strides = (dy.stride(0), x.stride(0), dx.stride(0))
+    strides = (dy.stride(0), x.stride(0), n)  # dx is contiguous
     if strategy == "lock":  # one row per program, `programs` locked buffers
+        partial_rows = partial.unbind(0)
         lock_and_count = torch.zeros((2, plan.programs), dtype=torch.int32, device=x.device)
-        plan.main((m,), *row_tensors, dw_partial, db_partial, *lock_and_count, *strides, n)
+        plan.main(
+            (m,), *row_tensors, partial_rows[0] if has_dw else None, partial_rows[-1] if has_db else None,
+            *lock_and_count, *strides, n,
+        )  # fmt: skip
     elif not cfg.looped:  # persistent: `programs` programs, rows_per_program rows each
-        plan.main((plan.programs,), *row_tensors, dw_partial, db_partial, *strides, m, n, plan.rows_per_program)
+        plan.main((plan.programs,), *row_tensors, partial, *strides, m, n, plan.rows_per_program)
     else:  # wide rows: dx one row per program, then dW/dB on a (column block, row group) grid
         plan.main((m,), *row_tensors, *strides, n)
         if params:
             plan.dwdb(
-                (cdiv(n, DWDB_BLOCK_N), plan.programs), dy, x, mean, rstd, dw_partial, db_partial, dy.stride(0),
-                x.stride(0), m, n, plan.rows_per_program,
+                (cdiv(n, DWDB_BLOCK_N), plan.programs), dy, x, mean, rstd, partial, dy.stride(0), x.stride(0), m, n,
+                plan.rows_per_program,
             )  # fmt: skip
     if not params:
         return dx, None, None
@@ -370,7 +374,9 @@ class BackwardPlan(NamedTuple):
 
 
 @functools.lru_cache(maxsize=256)
-def _backward_plan(m: int, n: int, dtype: torch.dtype, device: int, strategy: str, cfg: BackwardConfig) -> BackwardPlan:
+def _backward_plan(
+    m: int, n: int, dtype: torch.dtype, device: int, strategy: str, cfg: BackwardConfig, has_dw: bool, has_db: bool
+) -> BackwardPlan:
     """Grid and kernels of the backward, worked out once per shape (and checked then)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"layer_norm: unknown backward strategy {strategy!r}; expected one of {STRATEGIES}")
@@ -396,16 +402,17 @@ def _backward_plan(m: int, n: int, dtype: torch.dtype, device: int, strategy: st
         return BackwardPlan(programs, rows_per_program, main, None, reduce)
     if not cfg.looped:
         main = _launcher(
-            kernels.layer_norm_bwd_persistent_kernel, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, COMPUTE=compute,
-            NUM_STAGES=cfg.num_stages, RELOAD=cfg.reload, num_warps=cfg.num_warps,
+            kernels.layer_norm_bwd_persistent_kernel, HAS_DW=has_dw, HAS_DB=has_db, BLOCK_M=cfg.block_m,
+            BLOCK_N=cfg.block_n, COMPUTE=compute, NUM_STAGES=cfg.num_stages, RELOAD=cfg.reload,
+            num_warps=cfg.num_warps,
         )  # fmt: skip
         return BackwardPlan(programs, rows_per_program, main, None, reduce)
     main = _launcher(
         kernels.layer_norm_bwd_dx_looped_kernel, BLOCK_N=cfg.block_n, COMPUTE=compute, num_warps=cfg.num_warps
     )
     dwdb = _launcher(
-        kernels.layer_norm_bwd_dwdb_kernel, BLOCK_M=cfg.block_m, BLOCK_N=DWDB_BLOCK_N, COMPUTE=compute,
-        NUM_STAGES=cfg.num_stages, num_warps=4,
+        kernels.layer_norm_bwd_dwdb_kernel, HAS_DW=has_dw, HAS_DB=has_db, BLOCK_M=cfg.block_m, BLOCK_N=DWDB_BLOCK_N,
+        COMPUTE=compute, NUM_STAGES=cfg.num_stages, num_warps=4,
     )  # fmt: skip
     return BackwardPlan(programs, rows_per_program, main, dwdb, reduce)
 

@@ -75,3 +75,11 @@ def test_input_not_a_tensor():
 def test_module_rejects_wrong_width():
     with pytest.raises(ValueError, match="does not match"):
         LayerNorm(16, device=DEVICE)(_x(4, 8))
+
+
+def test_double_backward_is_refused():
+    """The backward is not itself differentiable: differentiating it raises instead of returning zeros."""
+    x = _x(4, 8).requires_grad_()
+    (dx,) = torch.autograd.grad(layer_norm(x, (8,)).pow(2).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="differentiate twice"):
+        dx.sum().backward()

@@ -50,6 +50,8 @@ def time_cases(cases, variants):
         moved = (2 if mode == "forward" else 3) * m * n * 2
         for name, module in variants.items():
             launch.kernels = module
+            launch._forward_launcher.cache_clear()  # the cached launchers hold the previous module's kernels
+            launch._backward_plan.cache_clear()
             for c in configs:
                 if mode == "forward":
                     run = lambda c=c: launch.layer_norm_forward(x, w, b, 1e-5, config=c)[:1]
@@ -68,6 +70,8 @@ def time_cases(cases, variants):
                       f"(p20 {moved / (q[0] * 1e-3) / 1e9:.0f}, p80 {moved / (q[2] * 1e-3) / 1e9:.0f})"
                       f"  max rel. diff to default {err:.1e}", flush=True)  # fmt: skip
         launch.kernels = kernels
+        launch._forward_launcher.cache_clear()
+        launch._backward_plan.cache_clear()
 
 
 if __name__ == "__main__":

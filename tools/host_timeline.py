@@ -1,6 +1,6 @@
 """Host timeline of one call: where, between the caller and the first kernel launch, the time goes.
 
-    python tools/host_timeline.py
+    python tools/host_timeline.py [--detail]
 
 The GPU is synchronized before every call, so no launch ever waits for a full
 launch queue: every interval below is host time alone. Timestamps are taken in
@@ -12,6 +12,7 @@ of each mark since the call began.
 
 import collections
 import statistics
+import sys
 import time
 
 import torch
@@ -70,8 +71,10 @@ def timeline(call, reps=300, before=None):
         start = time.perf_counter_ns()
         call()
         mark("call returned")
+        seen = collections.Counter()
         for label, t in marks:
-            offsets[label].append((t - start) / 1e3)
+            seen[label] += 1
+            offsets[label if seen[label] == 1 else f"{label} ({seen[label]})"].append((t - start) / 1e3)
     order = sorted(offsets, key=lambda k: statistics.median(offsets[k]))
     return [(label, statistics.median(offsets[label])) for label in order]
 
@@ -131,6 +134,14 @@ def main():
             table.clear()
 
 
+if "--detail" in sys.argv:
+    for name in ("new_empty", "unbind", "stride", "get_device"):
+        wrap_function(torch.Tensor, name, f"Tensor.{name}")
+    wrap_function(torch, "empty_like", "torch.empty_like")
+    for name in ("_specialization", "_hooks_installed"):
+        wrap_function(launch, name, name)
+    if hasattr(launch, "Launcher"):
+        wrap_function(launch.Launcher, "__call__", "Launcher")
 wrap_function(function.LayerNormFunction, "backward", "Function.backward")
 function.LayerNormFunction.backward = staticmethod(function.LayerNormFunction.backward)
 wrap_function(function.LayerNormFunction, "forward", "Function.forward")
