@@ -288,7 +288,7 @@ for n in (128, 768, 1024, 4096, 8192, 16384, 32768, 65536):
 # %%
 # The launcher itself allocates the outputs (statistics in the compute dtype),
 # picks the configuration and launches one program per ``BLOCK_M`` rows. The
-# grid is a tuple of program counts; ``triton.cdiv`` rounds up, and the last
+# grid is a tuple of program counts; ``cdiv`` rounds up, and the last
 # program's spare rows are masked off by ``rows < M``. One detail: Triton
 # passes a Python float to a kernel as float32, which would round
 # :math:`\epsilon` for float64 inputs, so the launcher splits it into its
@@ -297,6 +297,14 @@ for n in (128, 768, 1024, 4096, 8192, 16384, 32768, 65536):
 
 # ln_tutorial:source ln_tutorial.launch._split_eps
 # ln_tutorial:source ln_tutorial.launch.layer_norm_forward
+
+# %%
+# ``kernel`` is ``kernel[grid](..., **meta)`` with the compile-time arguments
+# bound once per configuration. A ``Launcher`` also skips Triton's general
+# per-call dispatch once the kernel is compiled, which matters for small
+# inputs: the performance notes measure it.
+
+# ln_tutorial:source ln_tutorial.launch._forward_launcher
 
 # %%
 # Calling it directly on a 2-D input gives :math:`y` and the saved statistics:

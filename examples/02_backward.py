@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import os
+from typing import NamedTuple
 
 import torch
 
@@ -407,6 +408,13 @@ plt.show()
 # ln_tutorial:source ln_tutorial.launch._backward_grid
 
 # %%
+# Grid and kernels are worked out once per shape, and the arguments checked
+# then, by ``_backward_plan``:
+
+# ln_tutorial:source ln_tutorial.launch.BackwardPlan
+# ln_tutorial:source ln_tutorial.launch._backward_plan
+
+# %%
 # and ``layer_norm_backward`` ties it together: the lock kernel, the persistent
 # kernel, or, for rows too wide for registers (more than
 # ``MAX_FUSED_BWD_BYTES`` of input: the backward holds two rows and the
@@ -414,7 +422,10 @@ plt.show()
 # :math:`\nabla_x` kernel that sweeps each row twice, like the wide forward,
 # plus a separate kernel for the :math:`\nabla_w`, :math:`\nabla_b` partial
 # rows on a (column block, row group) grid. In all cases the same second stage
-# adds the partial rows.
+# adds the partial rows. The persistent and wide-row kernels take the partial
+# buffer whole and find the :math:`\nabla_b` rows after the :math:`\nabla_w`
+# ones (``store_partial_row`` above): splitting it into two views on the host
+# would cost more time than the small kernels it feeds.
 
 # ln_tutorial:source ln_tutorial.launch.layer_norm_backward
 
