@@ -192,7 +192,8 @@ if rows:
 # * **Host time** shapes the left of both plots. Before every timed call the
 #   benchmark clears L2 with a 256 MB memset, 90 µs of GPU time on the H100.
 #   A provider whose Python takes longer than that to reach its first kernel
-#   launch leaves the GPU waiting, and the wait is timed. PyTorch's C++ path
+#   launch leaves the GPU waiting, and the wait is timed; so is any time its
+#   call spends after its kernels have finished. PyTorch's C++ path
 #   gets there in a few microseconds; kernels launched from Python (ours,
 #   Liger-Kernel's, torch.compile's) often do not, and a backward through a
 #   Python autograd node pays the engine's overhead first. On a slow host the
