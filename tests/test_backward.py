@@ -54,6 +54,46 @@ def test_wide_rows(shape):
     check_against_torch(x, (n,), *_affine(n, torch.bfloat16))
 
 
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("which", ["weight only", "bias only"])
+@pytest.mark.parametrize(
+    "config",
+    [
+        None,  # the table's choice: the persistent kernel
+        launch.BackwardConfig(True, 2, 32, 1, 1, 2),  # forced wide-row kernels, loop step 32
+    ],
+    ids=["persistent", "looped"],
+)
+def test_one_parameter_gradient(which, config, strategy):
+    """One parameter: the partial buffer holds one set, which the kernels must find at offset 0."""
+    if strategy == "lock" and config is not None:
+        pytest.skip("the lock strategy has no wide-row kernels")
+    m, n = 37, 100
+    x, dy = torch.randn(m, n, device=DEVICE), torch.randn(m, n, device=DEVICE)
+    weight, bias = _affine(n)
+    weight, bias = (weight, None) if which == "weight only" else (None, bias)
+    _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
+    dx, dw, db = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, strategy, config)
+    exact_dx, exact_dw, exact_db = layer_norm_backward_reference(dy, x, weight)
+    assert (dw is None) == (weight is None) and (db is None) == (bias is None)
+    for name, ours, exact in (("dx", dx, exact_dx), ("dw", dw, exact_dw), ("db", db, exact_db)):
+        if ours is not None:
+            torch.testing.assert_close(ours.double(), exact, atol=1e-4, rtol=1e-5, msg=name)
+
+
+def test_launchers_are_shared_across_row_counts():
+    """Plans are cached per shape, but the compiled-kernel launchers only per configuration:
+    a new number of rows must not start from Triton's slow first-call dispatch again."""
+    n = 48
+    weight, bias = _affine(n)
+    for m in (9, 10):  # the first call may make the launchers of this configuration
+        x = torch.randn(m, n, device=DEVICE, requires_grad=True)
+        layer_norm(x, (n,), weight, bias).sum().backward()
+        if m == 9:
+            made = len(launch._launchers)
+    assert len(launch._launchers) == made
+
+
 def test_forced_looped_backward_kernels():
     """Wide-row kernels on a small row (loop step 32), against the tutorial's formulas."""
     m, n = 6, 100
