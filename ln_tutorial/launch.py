@@ -63,7 +63,7 @@ class BackwardConfig(NamedTuple):
 # at 32 KB rows the tile is read a second time (from L2) instead of being held
 # in registers across the row sums. Wider rows loop over 16384-element steps with
 # 32 warps (8192 with 16 warps: 1303 instead of 1526 GB/s at 2048 x 65536).
-FORWARD_TABLE = {2048: (4, 4), 4096: (2, 8), 8192: (1, 8), 16384: (1, 16), 32768: (1, 8), 65536: (1, 32)}
+FORWARD_TABLE = {2048: (8, 4), 4096: (2, 8), 8192: (2, 16), 16384: (1, 16), 32768: (1, 8), 65536: (1, 32)}
 FORWARD_LOOPED = ForwardConfig(True, 1, 16384, 32)
 BACKWARD_TABLE = {
     2048: (4, 4, 1, 4, False), 4096: (4, 8, 1, 3, False), 8192: (2, 8, 1, 3, False), 16384: (1, 16, 1, 3, False),
