@@ -169,6 +169,11 @@ class Launcher:
             self.kernel[grid](*args, **self.meta)
             return
         device = args[0].get_device()  # every kernel's first argument is a tensor
+        if device < 0:
+            raise ValueError(
+                "layer_norm: the Triton kernels need CUDA tensors (or TRITON_INTERPRET=1, set before "
+                f"importing ln_tutorial, to run them on the CPU); got a tensor on {args[0].device}"
+            )
         if device != torch._C._cuda_getDevice():
             with torch.cuda.device(device):  # Triton compiles and launches for the current device
                 return self(grid, *args)

@@ -1,5 +1,9 @@
 """Bad input raises at once, with a message that names the problem."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -83,3 +87,16 @@ def test_double_backward_is_refused():
     (dx,) = torch.autograd.grad(layer_norm(x, (8,)).pow(2).sum(), x, create_graph=True)
     with pytest.raises(RuntimeError, match="differentiate twice"):
         dx.sum().backward()
+
+
+def test_launcher_without_gpu_or_interpreter():
+    """Launchers called directly with CPU tensors and no interpreter name the problem (a fresh process)."""
+    code = (
+        "import pytest, torch\n"
+        "from ln_tutorial import launch\n"
+        "assert not launch.INTERPRET\n"
+        "with pytest.raises(ValueError, match='need CUDA tensors'):\n"
+        "    launch.layer_norm_forward(torch.randn(4, 8), None, None, 1e-5)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=300)
