@@ -177,13 +177,12 @@ class Launcher:
         if device != torch._C._cuda_getDevice():
             with torch.cuda.device(device):  # Triton compiles and launches for the current device
                 return self(grid, *args)
-        entry = self.compiled.get((device, *_specialization(args)))
+        key = (device, *_specialization(args))
+        entry = self.compiled.get(key)
         if entry is None:
             compiled = self.kernel[grid](*args, **self.meta)  # compiles, then launches
             constexprs = tuple(self.meta[name] for name in self.kernel.arg_names[len(args) :])
-            self.compiled[(device, *_specialization(args))] = (
-                compiled.run, compiled.function, compiled.packed_metadata, constexprs,
-            )  # fmt: skip
+            self.compiled[key] = (compiled.run, compiled.function, compiled.packed_metadata, constexprs)
             return
         run, function, packed_metadata, constexprs = entry
         # The arguments Triton's own launch passes: grid, stream (torch's raw getter,
@@ -367,7 +366,7 @@ def layer_norm_backward(
     # Separate allocations: outputs of the torch.library backward op must not alias.
     grads = [torch.empty_like(p) for p in params]
     plan.reduce((cdiv(n, REDUCE_BLOCK_N), len(params)), partial, grads[0], grads[-1], plan.programs, n)
-    return dx, grads[0] if weight is not None else None, grads[-1] if bias is not None else None
+    return dx, grads[0] if has_dw else None, grads[-1] if has_db else None
 
 
 class BackwardPlan(NamedTuple):
@@ -392,33 +391,33 @@ def _backward_plan(
         num_warps=4,
     )  # fmt: skip
     if strategy == "lock":
-        element_size = dtype.itemsize
-        if next_power_of_2(n) * element_size > MAX_FUSED_FWD_BYTES:
+        block_n = next_power_of_2(n)
+        if block_n * dtype.itemsize > MAX_FUSED_FWD_BYTES:
             raise ValueError(
                 f"layer_norm: the 'lock' backward keeps a whole row in registers and supports rows of at "
-                f"most {MAX_FUSED_FWD_BYTES} bytes, got {n} elements of {element_size} bytes; "
+                f"most {MAX_FUSED_FWD_BYTES} bytes, got {n} elements of {dtype.itemsize} bytes; "
                 "use backward_strategy='deterministic'"
             )
-        block_n = next_power_of_2(n)
         main = _launcher(
             kernels.layer_norm_bwd_lock_kernel, GROUP_SIZE_M=programs, BLOCK_N=block_n, COMPUTE=compute,
             num_warps=min(32, max(4, block_n // 512)),
         )  # fmt: skip
-        return BackwardPlan(programs, rows_per_program, main, None, reduce)
-    if not cfg.looped:
+        dwdb = None
+    elif not cfg.looped:
         main = _launcher(
             kernels.layer_norm_bwd_persistent_kernel, HAS_DW=has_dw, HAS_DB=has_db, BLOCK_M=cfg.block_m,
             BLOCK_N=cfg.block_n, COMPUTE=compute, NUM_STAGES=cfg.num_stages, RELOAD=cfg.reload,
             num_warps=cfg.num_warps,
         )  # fmt: skip
-        return BackwardPlan(programs, rows_per_program, main, None, reduce)
-    main = _launcher(
-        kernels.layer_norm_bwd_dx_looped_kernel, BLOCK_N=cfg.block_n, COMPUTE=compute, num_warps=cfg.num_warps
-    )
-    dwdb = _launcher(
-        kernels.layer_norm_bwd_dwdb_kernel, HAS_DW=has_dw, HAS_DB=has_db, BLOCK_M=cfg.block_m, BLOCK_N=DWDB_BLOCK_N,
-        COMPUTE=compute, NUM_STAGES=cfg.num_stages, num_warps=4,
-    )  # fmt: skip
+        dwdb = None
+    else:
+        main = _launcher(
+            kernels.layer_norm_bwd_dx_looped_kernel, BLOCK_N=cfg.block_n, COMPUTE=compute, num_warps=cfg.num_warps
+        )
+        dwdb = _launcher(
+            kernels.layer_norm_bwd_dwdb_kernel, HAS_DW=has_dw, HAS_DB=has_db, BLOCK_M=cfg.block_m,
+            BLOCK_N=DWDB_BLOCK_N, COMPUTE=compute, NUM_STAGES=cfg.num_stages, num_warps=4,
+        )  # fmt: skip
     return BackwardPlan(programs, rows_per_program, main, dwdb, reduce)
 
 

@@ -1,6 +1,8 @@
 """Test helpers: accuracy comparisons (about as accurate as PyTorch in the same dtype), module loading."""
 
 import importlib.util
+import os
+import subprocess
 import sys
 
 import torch
@@ -65,3 +67,9 @@ def load_module(name, path):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def run_without_interpreter(code: str) -> None:
+    """Run ``code`` in a fresh Python without TRITON_INTERPRET (read once, at import); fail if it fails."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=300)

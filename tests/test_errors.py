@@ -1,13 +1,10 @@
 """Bad input raises at once, with a message that names the problem."""
 
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
 
 from conftest import DEVICE
+from helpers import run_without_interpreter
 from ln_tutorial import LayerNorm, layer_norm
 
 
@@ -98,5 +95,4 @@ def test_launcher_without_gpu_or_interpreter():
         "with pytest.raises(ValueError, match='need CUDA tensors'):\n"
         "    launch.layer_norm_forward(torch.randn(4, 8), None, None, 1e-5)\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=300)
+    run_without_interpreter(code)

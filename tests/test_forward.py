@@ -1,15 +1,11 @@
 """Forward parity: y of ln_tutorial vs torch in the same dtype vs a float64 reference."""
 
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
 import torch.nn.functional as F
 
 from conftest import DEVICE, ON_GPU
-from helpers import assert_as_accurate_as_torch, check_against_torch
+from helpers import assert_as_accurate_as_torch, check_against_torch, run_without_interpreter
 from ln_tutorial import kernels, launch, layer_norm
 from ln_tutorial.reference import layer_norm_reference
 
@@ -192,8 +188,7 @@ def test_cpu_fallback_without_interpreter():
         "ln_tutorial.layer_norm(x, (20,), w).sum().backward()\n"
         "assert w.grad.dtype == torch.float32 and x.grad.dtype == torch.bfloat16\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=300)
+    run_without_interpreter(code)
 
 
 def test_compiled_kernels_reused_only_for_matching_alignment():
