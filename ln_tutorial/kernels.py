@@ -405,6 +405,35 @@ def layer_norm_bwd_lock_kernel(
 
 
 @triton.jit
+def add_partial_rows(
+    PARTIAL,  # COMPUTE (K, P, N): K stacked sets (dW, dB) of P partial rows
+    OUT0,  # (N,) in the parameter's dtype: Σ_p PARTIAL[0, p]
+    OUT1,  # (N,): Σ_p PARTIAL[1, p] (unused when K == 1)
+    k,  # which set to add up
+    col_block,  # which BLOCK_N columns of it
+    P,  # partial rows per set
+    N,  # number of columns
+    BLOCK_P: tl.constexpr,  # partial rows added per loop step
+    BLOCK_N: tl.constexpr,  # columns per block
+):
+    """Add up the P partial rows of set ``k`` over one column block, always in the same order."""
+    cols = col_block * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    acc = tl.zeros([BLOCK_P, BLOCK_N], dtype=PARTIAL.dtype.element_ty)
+    for p_start in range(0, P, BLOCK_P):
+        p = p_start + tl.arange(0, BLOCK_P)
+        mask = (p < P)[:, None] & col_mask[None, :]
+        # .cg: read from L2, where the other programs' stores are (L1 is not coherent)
+        rows = PARTIAL + (k.to(tl.int64) * P + p[:, None]) * N + cols[None, :]
+        acc += tl.load(rows, mask=mask, other=0.0, cache_modifier=".cg")
+    total = tl.sum(acc, axis=0)
+    if k == 0:
+        tl.store(OUT0 + cols, total.to(OUT0.dtype.element_ty), mask=col_mask)
+    else:
+        tl.store(OUT1 + cols, total.to(OUT1.dtype.element_ty), mask=col_mask)
+
+
+@triton.jit
 def partial_sum_kernel(
     PARTIAL,  # COMPUTE (K, P, N): K stacked sets (dW, dB) of P partial rows
     OUT0,  # (N,) in the parameter's dtype: Σ_p PARTIAL[0, p]
@@ -419,16 +448,72 @@ def partial_sum_kernel(
     Grid (column blocks, K): narrow column blocks give enough programs to keep
     the (L2-resident) partial buffer streaming even when N is small.
     """
-    k = tl.program_id(1)
-    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    col_mask = cols < N
-    acc = tl.zeros([BLOCK_P, BLOCK_N], dtype=PARTIAL.dtype.element_ty)
-    for p_start in range(0, P, BLOCK_P):
-        p = p_start + tl.arange(0, BLOCK_P)
-        mask = (p < P)[:, None] & col_mask[None, :]
-        acc += tl.load(PARTIAL + (k.to(tl.int64) * P + p[:, None]) * N + cols[None, :], mask=mask, other=0.0)
-    total = tl.sum(acc, axis=0)
-    if k == 0:
-        tl.store(OUT0 + cols, total.to(OUT0.dtype.element_ty), mask=col_mask)
+    add_partial_rows(PARTIAL, OUT0, OUT1, tl.program_id(1), tl.program_id(0), P, N, BLOCK_P, BLOCK_N)
+
+
+@triton.jit
+def grid_barrier(
+    BARRIER,  # int32 (2,): programs arrived (0 between launches), then a generation count
+):
+    """Wait until every program of the grid has arrived here.
+
+    Only for a cooperative launch, which guarantees that all programs are
+    resident at once: otherwise a waiting program could keep another from
+    ever starting. The last program to arrive resets the count for the next
+    launch and moves the generation on, which releases the others.
+    """
+    tl.debug_barrier()  # every thread's stores before this program arrives
+    generation = tl.atomic_add(BARRIER + 1, 0, sem="acquire")
+    if tl.atomic_add(BARRIER, 1, sem="acq_rel") == tl.num_programs(0) - 1:
+        tl.atomic_xchg(BARRIER, 0, sem="relaxed")
+        tl.atomic_add(BARRIER + 1, 1, sem="release")
     else:
-        tl.store(OUT1 + cols, total.to(OUT1.dtype.element_ty), mask=col_mask)
+        while tl.atomic_add(BARRIER + 1, 0, sem="acquire") == generation:
+            pass
+    tl.debug_barrier()  # no thread reads before the wait is over
+
+
+@triton.jit
+def layer_norm_bwd_one_launch_kernel(
+    DY,  # upstream gradient, (M, N), rows ``stride_dy`` elements apart
+    X,  # input saved by the forward, (M, N), rows ``stride_x`` apart
+    W,  # weight, (N,), or None
+    MEAN,  # per-row mean from the forward, (M,)
+    RSTD,  # per-row rstd from the forward, (M,)
+    DX,  # input gradient, (M, N), rows ``stride_dx`` apart
+    PARTIAL,  # COMPUTE (K, P, N): program p's Σ dy * x̂ (if HAS_DW) and Σ dy (if HAS_DB)
+    OUT0,  # (N,): the first gradient, dW (if HAS_DW) or dB
+    OUT1,  # (N,): dB when there are both (else OUT0 again)
+    BARRIER,  # int32 (2,) for grid_barrier: zeroed once, each launch leaves its count at 0
+    stride_dy,  # elements between two rows of DY
+    stride_x,  # elements between two rows of X
+    stride_dx,  # elements between two rows of DX
+    M,  # number of rows
+    N,  # number of columns
+    rows_per_program,  # each program owns this many consecutive rows
+    HAS_DW: tl.constexpr,  # the layer norm has a weight
+    HAS_DB: tl.constexpr,  # the layer norm has a bias (HAS_DW or HAS_DB)
+    BLOCK_M: tl.constexpr,  # rows processed together per loop step
+    BLOCK_N: tl.constexpr,  # power of two >= N
+    COMPUTE: tl.constexpr,  # accumulation dtype
+    NUM_STAGES: tl.constexpr,  # tiles in flight
+    RELOAD: tl.constexpr,  # read each tile twice
+    REDUCE_BLOCK_P: tl.constexpr,  # partial rows added per step of the reduction
+    REDUCE_BLOCK_N: tl.constexpr,  # columns per block of the reduction
+):
+    """The persistent kernel and the partial-row sums in one launch (cooperative).
+
+    Each program does what :func:`layer_norm_bwd_persistent_kernel` does,
+    waits at a grid-wide barrier until every partial row is written, then adds
+    up column blocks of them as :func:`partial_sum_kernel` would: the same
+    sums in the same order, so the same bits, without a second launch.
+    """
+    layer_norm_bwd_persistent_kernel(
+        DY, X, W, MEAN, RSTD, DX, PARTIAL, stride_dy, stride_x, stride_dx, M, N, rows_per_program, HAS_DW, HAS_DB,
+        BLOCK_M, BLOCK_N, COMPUTE, NUM_STAGES, RELOAD,
+    )  # fmt: skip
+    grid_barrier(BARRIER)
+    programs = tl.num_programs(0)
+    col_blocks = tl.cdiv(N, REDUCE_BLOCK_N)
+    for task in range(tl.program_id(0), col_blocks * (HAS_DW + HAS_DB), programs):
+        add_partial_rows(PARTIAL, OUT0, OUT1, task // col_blocks, task % col_blocks, programs, N, REDUCE_BLOCK_P, REDUCE_BLOCK_N)

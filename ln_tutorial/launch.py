@@ -50,6 +50,7 @@ class BackwardConfig(NamedTuple):
     programs_per_sm: int  # persistent grid size = SMs * programs_per_sm
     num_stages: int = 1  # tiles in flight per program (software pipelining)
     reload: bool = False  # read each tile twice rather than hold it across the row sums
+    one_launch: bool = True  # persistent kernel on a GPU: the same launch adds up dW/dB (cooperative grid)
 
 
 # Measured on an H100 (tools/tune.py; docs/performance.md has the numbers),
@@ -331,8 +332,11 @@ def layer_norm_backward(
     """
     m, n = x.shape
     cfg = config or backward_config(n, x.element_size())
+    device = x.get_device()
+    if (device, cfg) in _cooperative_refused:
+        cfg = cfg._replace(one_launch=False)
     has_dw, has_db = weight is not None, bias is not None
-    plan = _backward_plan(m, n, x.dtype, x.get_device(), strategy, cfg, has_dw, has_db)
+    plan = _backward_plan(m, n, x.dtype, device, strategy, cfg, has_dw, has_db)
     dx = x.new_empty((m, n))
     params = [p for p in (weight, bias) if p is not None]
     if m == 0 or n == 0:  # a sum over no rows is zero
@@ -351,6 +355,21 @@ def layer_norm_backward(
             (m,), *row_tensors, partial_rows[0] if has_dw else None, partial_rows[-1] if has_db else None,
             *lock_and_count, *strides, n,
         )  # fmt: skip
+    elif plan.reduce is None:  # persistent, and the same programs add up dW/dB after a grid-wide barrier
+        grads = [torch.empty_like(p) for p in params]
+        barrier = _grid_barrier(device, torch._C._cuda_getCurrentRawStream(device))
+        try:
+            plan.main(
+                (plan.programs,), *row_tensors, partial, grads[0], grads[-1], barrier, *strides, m, n,
+                plan.rows_per_program,
+            )  # fmt: skip
+        except RuntimeError as error:
+            if "cooperative launch" not in str(error):
+                raise
+            # More programs than the GPU can hold at once (a share of it taken, say): two launches from now on.
+            _cooperative_refused.add((device, cfg))
+            return layer_norm_backward(dy, x, weight, bias, mean, rstd, strategy, cfg._replace(one_launch=False))
+        return dx, grads[0] if has_dw else None, grads[-1] if has_db else None
     elif not cfg.looped:  # persistent: `programs` programs, rows_per_program rows each
         plan.main((plan.programs,), *row_tensors, partial, *strides, m, n, plan.rows_per_program)
     else:  # wide rows: dx one row per program, then dW/dB on a (column block, row group) grid
@@ -374,7 +393,7 @@ class BackwardPlan(NamedTuple):
     rows_per_program: int  # rows each of them adds up
     main: Launcher  # the persistent kernel, the lock kernel, or the wide rows' dx kernel
     dwdb: Optional[Launcher]  # wide rows: the kernel of the dW/dB partial rows
-    reduce: Launcher  # second stage: adds the partial rows
+    reduce: Optional[Launcher]  # second stage: adds the partial rows (None: main does it)
 
 
 @functools.lru_cache(maxsize=256)
@@ -386,10 +405,8 @@ def _backward_plan(
         raise ValueError(f"layer_norm: unknown backward strategy {strategy!r}; expected one of {STRATEGIES}")
     compute = _compute_dtype(dtype)
     programs, rows_per_program = _backward_grid(m, n, device, cfg, strategy)
-    reduce = _launcher(
-        kernels.partial_sum_kernel, BLOCK_P=min(REDUCE_BLOCK_P, next_power_of_2(programs)), BLOCK_N=REDUCE_BLOCK_N,
-        num_warps=4,
-    )  # fmt: skip
+    reduce_meta = dict(BLOCK_P=min(REDUCE_BLOCK_P, next_power_of_2(programs)), BLOCK_N=REDUCE_BLOCK_N)
+    reduce = _launcher(kernels.partial_sum_kernel, **reduce_meta, num_warps=4)
     if strategy == "lock":
         block_n = next_power_of_2(n)
         if block_n * dtype.itemsize > MAX_FUSED_FWD_BYTES:
@@ -404,11 +421,20 @@ def _backward_plan(
         )  # fmt: skip
         dwdb = None
     elif not cfg.looped:
-        main = _launcher(
-            kernels.layer_norm_bwd_persistent_kernel, HAS_DW=has_dw, HAS_DB=has_db, BLOCK_M=cfg.block_m,
-            BLOCK_N=cfg.block_n, COMPUTE=compute, NUM_STAGES=cfg.num_stages, RELOAD=cfg.reload,
-            num_warps=cfg.num_warps,
+        meta = dict(
+            HAS_DW=has_dw, HAS_DB=has_db, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, COMPUTE=compute,
+            NUM_STAGES=cfg.num_stages, RELOAD=cfg.reload, num_warps=cfg.num_warps,
         )  # fmt: skip
+        # One launch needs every program resident at once (a cooperative launch); the
+        # interpreter runs programs one after another, so a barrier would never open there.
+        if cfg.one_launch and (has_dw or has_db) and not INTERPRET:
+            main = _launcher(
+                kernels.layer_norm_bwd_one_launch_kernel, **meta, REDUCE_BLOCK_P=reduce_meta["BLOCK_P"],
+                REDUCE_BLOCK_N=REDUCE_BLOCK_N, launch_cooperative_grid=True,
+            )  # fmt: skip
+            reduce = None
+        else:
+            main = _launcher(kernels.layer_norm_bwd_persistent_kernel, **meta)
         dwdb = None
     else:
         main = _launcher(
@@ -419,6 +445,20 @@ def _backward_plan(
             BLOCK_N=DWDB_BLOCK_N, COMPUTE=compute, NUM_STAGES=cfg.num_stages, num_warps=4,
         )  # fmt: skip
     return BackwardPlan(programs, rows_per_program, main, dwdb, reduce)
+
+
+#: (device, configuration) whose one-launch backward the driver refused: too many programs.
+_cooperative_refused: set = set()
+
+
+@functools.lru_cache(maxsize=None)
+def _grid_barrier(device: int, stream: int) -> torch.Tensor:
+    """The state of ``kernels.grid_barrier`` for launches on one stream of one GPU.
+
+    Launches on a stream run one after another, so they can share it; each
+    leaves it ready for the next. Zeroed once, here.
+    """
+    return torch.zeros(2, dtype=torch.int32, device=device)
 
 
 def _backward_grid(m: int, n: int, device: int, cfg: BackwardConfig, strategy: str) -> Tuple[int, int]:
