@@ -505,8 +505,8 @@ def layer_norm_bwd_one_launch_kernel(
 
     Each program does what :func:`layer_norm_bwd_persistent_kernel` does,
     waits at a grid-wide barrier until every partial row is written, then adds
-    up column blocks of them as :func:`partial_sum_kernel` would: the same
-    sums in the same order, so the same bits, without a second launch.
+    up column blocks of them as :func:`partial_sum_kernel` does, in wider
+    blocks (there are fewer programs), without a second launch.
     """
     layer_norm_bwd_persistent_kernel(
         DY, X, W, MEAN, RSTD, DX, PARTIAL, stride_dy, stride_x, stride_dx, M, N, rows_per_program, HAS_DW, HAS_DB,

@@ -32,6 +32,10 @@ STRATEGIES = ("deterministic", "lock")
 MAX_FUSED_FWD_BYTES = 65536
 MAX_FUSED_BWD_BYTES = 32768
 DWDB_BLOCK_N = 256  # columns per program of the wide-row dW/dB kernel
+# Inputs up to this size take the one-launch backward: there the GPU waits for the
+# host's second launch; past it the GPU is the bottleneck and two launches measured
+# 1-3 % faster end to end (docs/performance.md, run 39).
+ONE_LAUNCH_MAX_BYTES = 64 * 2**20
 REDUCE_BLOCK_N, REDUCE_BLOCK_P = 32, 128  # tile of the final dW/dB reduction
 
 
@@ -348,6 +352,7 @@ def layer_norm_backward(
     partial = mean.new_empty((len(params), plan.programs, n))
     row_tensors = (dy, x, weight, mean, rstd, dx)  # the kernels' first six arguments
     strides = (dy.stride(0), x.stride(0), n)  # dx is contiguous
+    grads = None  # dW/dB, once a launch has added up the partial rows
     if strategy == "lock":  # one row per program, `programs` locked buffers
         partial_rows = partial.unbind(0)
         lock_and_count = torch.zeros((2, plan.programs), dtype=torch.int32, device=x.device)
@@ -356,7 +361,7 @@ def layer_norm_backward(
             *lock_and_count, *strides, n,
         )  # fmt: skip
     elif plan.reduce is None:  # persistent, and the same programs add up dW/dB after a grid-wide barrier
-        grads = [torch.empty_like(p) for p in params]
+        grads = [torch.empty_like(p) for p in params]  # separate allocations, as below
         barrier = _grid_barrier(device, torch._C._cuda_getCurrentRawStream(device))
         try:
             plan.main(
@@ -369,7 +374,6 @@ def layer_norm_backward(
             # More programs than the GPU can hold at once (a share of it taken, say): two launches from now on.
             _cooperative_refused.add((device, cfg))
             return layer_norm_backward(dy, x, weight, bias, mean, rstd, strategy, cfg._replace(one_launch=False))
-        return dx, grads[0] if has_dw else None, grads[-1] if has_db else None
     elif not cfg.looped:  # persistent: `programs` programs, rows_per_program rows each
         plan.main((plan.programs,), *row_tensors, partial, *strides, m, n, plan.rows_per_program)
     else:  # wide rows: dx one row per program, then dW/dB on a (column block, row group) grid
@@ -381,10 +385,11 @@ def layer_norm_backward(
             )  # fmt: skip
     if not params:
         return dx, None, None
-    # Second stage: add the partial rows in a fixed order, dW/dB in parallel programs.
-    # Separate allocations: outputs of the torch.library backward op must not alias.
-    grads = [torch.empty_like(p) for p in params]
-    plan.reduce((cdiv(n, REDUCE_BLOCK_N), len(params)), partial, grads[0], grads[-1], plan.programs, n)
+    if grads is None:
+        # Second stage: add the partial rows in a fixed order, dW/dB in parallel programs.
+        # Separate allocations: outputs of the torch.library backward op must not alias.
+        grads = [torch.empty_like(p) for p in params]
+        plan.reduce((cdiv(n, REDUCE_BLOCK_N), len(params)), partial, grads[0], grads[-1], plan.programs, n)
     return dx, grads[0] if has_dw else None, grads[-1] if has_db else None
 
 
@@ -427,10 +432,15 @@ def _backward_plan(
         )  # fmt: skip
         # One launch needs every program resident at once (a cooperative launch); the
         # interpreter runs programs one after another, so a barrier would never open there.
-        if cfg.one_launch and (has_dw or has_db) and not INTERPRET:
+        if cfg.one_launch and (has_dw or has_db) and m * n * dtype.itemsize <= ONE_LAUNCH_MAX_BYTES and not INTERPRET:
+            # The reduction's column blocks: about one per program, each step a tile of
+            # 32 values per thread (the second kernel instead has many small programs).
+            sets = has_dw + has_db
+            block_n = min(1024, max(REDUCE_BLOCK_N, next_power_of_2(cdiv(n * sets, programs))))
+            block_p = min(next_power_of_2(programs), max(1, 1024 * cfg.num_warps // block_n))
             main = _launcher(
-                kernels.layer_norm_bwd_one_launch_kernel, **meta, REDUCE_BLOCK_P=reduce_meta["BLOCK_P"],
-                REDUCE_BLOCK_N=REDUCE_BLOCK_N, launch_cooperative_grid=True,
+                kernels.layer_norm_bwd_one_launch_kernel, **meta, REDUCE_BLOCK_P=block_p, REDUCE_BLOCK_N=block_n,
+                launch_cooperative_grid=True,
             )  # fmt: skip
             reduce = None
         else:

@@ -122,6 +122,72 @@ def test_persistent_backward_pipelining(num_stages, reload):
         torch.testing.assert_close(ours.double(), exact, atol=1e-4, rtol=1e-5, msg=name)
 
 
+def test_backward_launch_count():
+    """On a GPU, inputs up to ONE_LAUNCH_MAX_BYTES take one launch (the dW/dB sums after a
+    grid-wide barrier); larger ones take two, and so does everything under the interpreter,
+    which runs programs one after another: a barrier there would wait forever."""
+    n, device = 1024, torch.empty(0, device=DEVICE).get_device()
+    cfg = launch.backward_config(n, 4)
+    largest_small = launch.ONE_LAUNCH_MAX_BYTES // (n * 4)
+
+    def plan(m, has_dw=True, has_db=True, config=cfg):
+        return launch._backward_plan(m, n, torch.float32, device, "deterministic", config, has_dw, has_db)
+
+    assert (plan(largest_small).reduce is None) == (not launch.INTERPRET)
+    assert plan(largest_small + 1).reduce is not None
+    assert plan(64, config=cfg._replace(one_launch=False)).reduce is not None
+    assert plan(64, has_dw=False, has_db=False).main.kernel is launch.kernels.layer_norm_bwd_persistent_kernel
+
+
+@gpu
+@pytest.mark.parametrize("which", ["weight and bias", "weight only", "bias only"])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        pytest.param((4096, 1024), id="4096x1024"),
+        pytest.param((1000, 8191), id="1000x8191"),  # odd N: a short last column block
+        pytest.param((5, 16384), id="5x16384"),  # fewer rows than programs: most partial rows are zero
+    ],
+)
+def test_one_launch_matches_two_launches(shape, which):
+    """The one-launch backward: dx the same bits as with two launches, dW/dB the same sums in
+    another order (float32 rounding apart), every rerun the same bits."""
+    m, n = shape
+    x, dy = torch.randn(m, n, device=DEVICE), torch.randn(m, n, device=DEVICE)
+    weight, bias = _affine(n)
+    weight, bias = {"weight and bias": (weight, bias), "weight only": (weight, None), "bias only": (None, bias)}[which]
+    _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
+    cfg = launch.backward_config(n, 4)
+    plan = launch._backward_plan(m, n, x.dtype, x.get_device(), "deterministic", cfg, weight is not None, bias is not None)
+    assert plan.reduce is None  # one launch
+    one = [launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg) for _ in range(2)]
+    two = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg._replace(one_launch=False))
+    exact = layer_norm_backward_reference(dy, x, weight)
+    assert torch.equal(one[0][0], two[0])
+    for name, a, again, b, e in zip(("dx", "dw", "db"), *one, two, exact):
+        assert (a is None) == (b is None) == (again is None), name
+        if a is not None:
+            assert torch.equal(a, again), name
+            torch.testing.assert_close(a.double(), e, atol=1e-4, rtol=1e-5, msg=name)
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5, msg=name)
+
+
+@gpu
+def test_refused_cooperative_launch_falls_back_to_two_launches():
+    """More programs than the GPU holds at once: the driver refuses the cooperative launch,
+    and the backward takes two launches instead, now and for later calls."""
+    m, n = 8192, 1024
+    cfg = launch.BackwardConfig(False, 1, n, 4, 64, 1)  # 64 programs per SM: more than fit
+    x, dy = torch.randn(m, n, device=DEVICE), torch.randn(m, n, device=DEVICE)
+    weight, bias = _affine(n)
+    _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
+    got = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
+    assert (x.get_device(), cfg) in launch._cooperative_refused
+    two = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg._replace(one_launch=False))
+    for a, b in zip(got, two):
+        assert torch.equal(a, b)
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("affine", [True, False])
 def test_gradcheck_float64(strategy, affine):
@@ -134,7 +200,11 @@ def test_gradcheck_float64(strategy, affine):
 
 @pytest.mark.parametrize(
     "shape",
-    [pytest.param((300, 96), id="interp"), pytest.param((16384, 4096), id="16384x4096", marks=gpu)],
+    [
+        pytest.param((300, 96), id="interp"),
+        pytest.param((4096, 1024), id="4096x1024", marks=gpu),  # one launch
+        pytest.param((16384, 4096), id="16384x4096", marks=gpu),  # two launches
+    ],
 )
 def test_deterministic_gradients_are_bitwise_equal(shape):
     m, n = shape
