@@ -436,7 +436,7 @@ def _backward_plan(
             # The reduction's column blocks: about one per program, each step a tile of
             # 32 values per thread (the second kernel instead has many small programs).
             sets = has_dw + has_db
-            block_n = min(1024, max(REDUCE_BLOCK_N, next_power_of_2(cdiv(n * sets, programs))))
+            block_n = min(1024, max(REDUCE_BLOCK_N, next_power_of_2(cdiv(n * sets, max(programs, 1)))))  # M = 0: none
             block_p = min(next_power_of_2(programs), max(1, 1024 * cfg.num_warps // block_n))
             main = _launcher(
                 kernels.layer_norm_bwd_one_launch_kernel, **meta, REDUCE_BLOCK_P=block_p, REDUCE_BLOCK_N=block_n,
