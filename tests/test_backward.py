@@ -146,12 +146,12 @@ def test_backward_launch_count():
     [
         pytest.param((4096, 1024), id="4096x1024"),
         pytest.param((1000, 8191), id="1000x8191"),  # odd N: a short last column block
-        pytest.param((5, 16384), id="5x16384"),  # fewer rows than programs: most partial rows are zero
+        pytest.param((5, 8192), id="5x8192"),  # fewer rows than programs; tiles read twice (32 KB rows)
     ],
 )
 def test_one_launch_matches_two_launches(shape, which):
-    """The one-launch backward: dx the same bits as with two launches, dW/dB the same sums in
-    another order (float32 rounding apart), every rerun the same bits."""
+    """The one-launch backward: dx the same bits as with two launches, dW/dB the same partial
+    rows added in another order (as accurate), every rerun the same bits."""
     m, n = shape
     x, dy = torch.randn(m, n, device=DEVICE), torch.randn(m, n, device=DEVICE)
     weight, bias = _affine(n)
@@ -168,8 +168,8 @@ def test_one_launch_matches_two_launches(shape, which):
         assert (a is None) == (b is None) == (again is None), name
         if a is not None:
             assert torch.equal(a, again), name
-            torch.testing.assert_close(a.double(), e, atol=1e-4, rtol=1e-5, msg=name)
-            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5, msg=name)
+            for result in (a, b):
+                torch.testing.assert_close(result.double(), e, atol=1e-4, rtol=1e-5, msg=name)
 
 
 @gpu
