@@ -20,6 +20,9 @@ In doing so, you will learn about:
 
 * What goes wrong with locks: non-determinism, low-precision partial sums and
   the race that a missing barrier lets in.
+
+* A grid-wide barrier, safe only under a cooperative launch, that lets the
+  same programs finish the reduction without a second launch.
 """
 
 # %%
@@ -243,8 +246,10 @@ plt.show()
 # always in the same order. The partial rows of :math:`\nabla_w` and
 # :math:`\nabla_b` are stacked in one buffer, and the grid has two axes: a
 # narrow slice of columns, and which of the two gradients. Both strategies on
-# this page share this kernel:
+# this page share this kernel, and its body is a function of its own, which the
+# one-launch kernel further down calls too:
 
+# ln_tutorial:source ln_tutorial.kernels.add_partial_rows
 # ln_tutorial:source ln_tutorial.kernels.partial_sum_kernel
 
 # %%
@@ -415,14 +420,59 @@ plt.show()
 # ln_tutorial:source ln_tutorial.launch._backward_plan
 
 # %%
-# and ``layer_norm_backward`` ties it together: the lock kernel, the persistent
-# kernel, or, for rows too wide for registers (more than
+# One launch instead of two
+# ~~~~~~~~~~~~~~~~~~~~~~~~~
+#
+# On a small input the persistent kernel is done in a few microseconds, and
+# the GPU then waits for the host to launch the second stage: launching a
+# kernel from Python costs tens of microseconds (the performance notes
+# measure it). Up to ``ONE_LAUNCH_MAX_BYTES`` of input the same programs
+# therefore add up the partial rows themselves. They may only start once every
+# program has written its partial row, so they first wait at a grid-wide
+# barrier: each program adds one to a counter; the last to arrive resets the
+# counter for the next launch and moves a generation number on, and the
+# others spin until they see the new generation.
+
+# ln_tutorial:source ln_tutorial.kernels.grid_barrier
+
+# %%
+# A barrier like this is only safe when every program of the grid is on the
+# GPU at the same time. Normally nothing promises that: programs that do not
+# fit wait until others finish, and here the others would wait for them
+# forever. A *cooperative* launch (Triton's ``launch_cooperative_grid=True``)
+# makes the promise, or fails when the grid is too large; the launcher then
+# falls back to two launches. The persistent grid has one or two programs per
+# SM, so on an H100 it always fits. Triton's interpreter runs the programs
+# one after another, so there the barrier would never open: it always takes
+# two launches. The kernel is the persistent kernel, called as a function,
+# followed by the barrier and a share of the second stage, in column blocks
+# wide enough that each program has about one:
+
+# ln_tutorial:source ln_tutorial.kernels.layer_norm_bwd_one_launch_kernel
+
+# %%
+# The barrier's two counters live on the GPU between launches, one pair per
+# stream: launches on one stream run one after another and each leaves the
+# pair ready for the next; two streams could overlap, so they get a pair each.
+
+# ln_tutorial:source ln_tutorial.launch._grid_barrier
+
+# %%
+# Past ``ONE_LAUNCH_MAX_BYTES`` the GPU's work is longer than the host's, and
+# two launches measured slightly faster. The partial rows are the same either
+# way; the one-launch kernel adds them in wider blocks, so
+# :math:`\nabla_w` and :math:`\nabla_b` can differ from the two-launch sums in
+# the last bit, while :math:`\nabla_x` is identical. Each path, run again,
+# gives the same bits.
+#
+# ``layer_norm_backward`` ties it together: the lock kernel, the persistent
+# kernel in one launch or two, or, for rows too wide for registers (more than
 # ``MAX_FUSED_BWD_BYTES`` of input: the backward holds two rows and the
 # partial sums, so its limit is lower than the forward's), a looped
 # :math:`\nabla_x` kernel that sweeps each row twice, like the wide forward,
 # plus a separate kernel for the :math:`\nabla_w`, :math:`\nabla_b` partial
-# rows on a (column block, row group) grid. In all cases the same second stage
-# adds the partial rows. The persistent and wide-row kernels take the partial
+# rows on a (column block, row group) grid. Except in the one-launch case the
+# same second stage adds the partial rows. The persistent and wide-row kernels take the partial
 # buffer whole and find the :math:`\nabla_b` rows after the :math:`\nabla_w`
 # ones (``store_partial_row`` above): splitting it into two views on the host
 # would cost more time than the small kernels it feeds.
@@ -434,7 +484,7 @@ plt.show()
 # (rows per loop step, warps, programs per SM, stages and reload, by padded row
 # size in bytes):
 
-print("MAX_FUSED_BWD_BYTES =", launch.MAX_FUSED_BWD_BYTES)
+print("MAX_FUSED_BWD_BYTES =", launch.MAX_FUSED_BWD_BYTES, " ONE_LAUNCH_MAX_BYTES =", launch.ONE_LAUNCH_MAX_BYTES)
 print(f"{'N':>7} {'dtype':>9} {'BLOCK_M':>8} {'BLOCK_N':>8} {'warps':>6} {'per SM':>7} {'stages':>7} "
       f"{'reload':>7} {'looped':>7}")
 for n in (768, 1024, 4096, 8192, 16384, 32768):

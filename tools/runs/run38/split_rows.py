@@ -7,9 +7,11 @@ other SPLIT - 1 programs of its group have published theirs (an int32 counter
 per group), and adds all SPLIT of them in the same order. The programs wait for
 each other, so all must be resident at once: a cooperative launch with one grid
 that fits the GPU. Each program loads its next row before it waits.
+Not kept (docs/performance.md, runs 38-39): slower than the package's kernels
+except for the wide backward, and erratic from one configuration to the next.
 
-    python tools/split_rows.py            # correctness against the package, then GB/s (L2 flushed)
-    TRITON_INTERPRET=1 python tools/split_rows.py --check   # SPLIT=1 only: programs run one by one
+    python tools/runs/run38/split_rows.py [--spin-load]   # correctness against the package, then GB/s (L2 flushed)
+    TRITON_INTERPRET=1 python tools/runs/run38/split_rows.py --check   # SPLIT=1 only: programs run one by one
 """
 
 import sys
@@ -221,18 +223,6 @@ if __name__ == "__main__":
     for m, n, cfg in ((64, 40000, (4, 2, 8, 1)), (8, 131072, (8, 1, 8, 1)), (37, 16384, (2, 4, 8, 1)),
                       (4096, 8192, (2, 2, 8, 1)), (33, 70000, (8, 4, 4, 2))):  # fmt: skip
         print("check", m, n, cfg, check(m, n, cfg, sms, torch.bfloat16), flush=True)
-    if "--ptx" in sys.argv:
-        x = torch.randn(4096, 32768, device="cuda", dtype=torch.bfloat16)
-        for block_m in (1, 2):
-            c = fwd_split_kernel.warmup(
-                x, x, x[0], x[0], x[:, 0].float(), x[:, 0].float(), x.float(), x[:, 0].int(), 32768, 32768, 4096,
-                32768, 1e-5, 0.0, SPLIT=4, BLOCK_M=block_m, BLOCK_N=8192, COMPUTE=tl.float32, SPIN_LOAD=SPIN,
-                num_warps=16, grid=(132,),
-            )  # fmt: skip
-            ptx = c.asm["ptx"]
-            print("fwd block_m", block_m, "regs", c.n_regs, "spills", c.n_spills,
-                  [line.strip() for line in ptx.splitlines() if "atom" in line or "ld.volatile" in line][:12])
-        sys.exit()
     src = torch.empty(2**29 // 2, device="cuda", dtype=torch.bfloat16)
     dst = torch.empty_like(src)
     copy = 2 * src.numel() * 2 / do_bench(lambda: dst.copy_(src), rep=200) * 1e-6
