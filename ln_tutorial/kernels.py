@@ -492,7 +492,7 @@ def layer_norm_bwd_one_launch_kernel(
     N,  # number of columns
     rows_per_program,  # each program owns this many consecutive rows
     HAS_DW: tl.constexpr,  # the layer norm has a weight
-    HAS_DB: tl.constexpr,  # the layer norm has a bias (HAS_DW or HAS_DB)
+    HAS_DB: tl.constexpr,  # the layer norm has a bias (one launch needs a weight or a bias)
     BLOCK_M: tl.constexpr,  # rows processed together per loop step
     BLOCK_N: tl.constexpr,  # power of two >= N
     COMPUTE: tl.constexpr,  # accumulation dtype
