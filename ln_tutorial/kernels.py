@@ -475,32 +475,17 @@ def grid_barrier(
 
 @triton.jit
 def layer_norm_bwd_one_launch_kernel(
-    DY,  # upstream gradient, (M, N), rows ``stride_dy`` elements apart
-    X,  # input saved by the forward, (M, N), rows ``stride_x`` apart
-    W,  # weight, (N,), or None
-    MEAN,  # per-row mean from the forward, (M,)
-    RSTD,  # per-row rstd from the forward, (M,)
-    DX,  # input gradient, (M, N), rows ``stride_dx`` apart
-    PARTIAL,  # COMPUTE (K, P, N): program p's Σ dy * x̂ (if HAS_DW) and Σ dy (if HAS_DB)
+    # the arguments of layer_norm_bwd_persistent_kernel, with the gradients and the barrier after PARTIAL:
+    DY, X, W, MEAN, RSTD, DX, PARTIAL,
     OUT0,  # (N,): the first gradient, dW (if HAS_DW) or dB
     OUT1,  # (N,): dB when there are both (else OUT0 again)
     BARRIER,  # int32 (2,) for grid_barrier: zeroed once, each launch leaves its count at 0
-    stride_dy,  # elements between two rows of DY
-    stride_x,  # elements between two rows of X
-    stride_dx,  # elements between two rows of DX
-    M,  # number of rows
-    N,  # number of columns
-    rows_per_program,  # each program owns this many consecutive rows
-    HAS_DW: tl.constexpr,  # the layer norm has a weight
-    HAS_DB: tl.constexpr,  # the layer norm has a bias (one launch needs a weight or a bias)
-    BLOCK_M: tl.constexpr,  # rows processed together per loop step
-    BLOCK_N: tl.constexpr,  # power of two >= N
-    COMPUTE: tl.constexpr,  # accumulation dtype
-    NUM_STAGES: tl.constexpr,  # tiles in flight
-    RELOAD: tl.constexpr,  # read each tile twice
+    stride_dy, stride_x, stride_dx, M, N, rows_per_program,
+    HAS_DW: tl.constexpr, HAS_DB: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, COMPUTE: tl.constexpr,
+    NUM_STAGES: tl.constexpr, RELOAD: tl.constexpr,
     REDUCE_BLOCK_P: tl.constexpr,  # partial rows added per step of the reduction
     REDUCE_BLOCK_N: tl.constexpr,  # columns per block of the reduction
-):
+):  # fmt: skip
     """The persistent kernel and the partial-row sums in one launch (cooperative).
 
     Each program does what :func:`layer_norm_bwd_persistent_kernel` does,
@@ -516,4 +501,5 @@ def layer_norm_bwd_one_launch_kernel(
     programs = tl.num_programs(0)
     col_blocks = tl.cdiv(N, REDUCE_BLOCK_N)
     for task in range(tl.program_id(0), col_blocks * (HAS_DW + HAS_DB), programs):
-        add_partial_rows(PARTIAL, OUT0, OUT1, task // col_blocks, task % col_blocks, programs, N, REDUCE_BLOCK_P, REDUCE_BLOCK_N)
+        k, col_block = task // col_blocks, task % col_blocks
+        add_partial_rows(PARTIAL, OUT0, OUT1, k, col_block, programs, N, REDUCE_BLOCK_P, REDUCE_BLOCK_N)
