@@ -215,8 +215,10 @@ def layer_norm_bwd_persistent_kernel(
     The grid is persistent: program ``p`` owns rows
     ``[p * rows_per_program, (p + 1) * rows_per_program)``. Its dW/dB partial
     sums stay in COMPUTE-dtype registers across those rows and are written once.
-    A second kernel adds the partial rows in a fixed order, so the result is
-    the same bit for bit on every run: no locks, no atomics.
+    A second kernel (or, for small inputs, the same programs after a
+    grid-wide barrier: :func:`layer_norm_bwd_one_launch_kernel`) adds the
+    partial rows in a fixed order, so the result is the same bit for bit on
+    every run: no locks, and no atomics in the sums.
     """
     inv_n = reciprocal(N, COMPUTE)
     pid = tl.program_id(0)
