@@ -432,11 +432,12 @@ def _backward_plan(
         )  # fmt: skip
         # One launch needs every program resident at once (a cooperative launch); the
         # interpreter runs programs one after another, so a barrier would never open there.
-        if cfg.one_launch and (has_dw or has_db) and m * n * dtype.itemsize <= ONE_LAUNCH_MAX_BYTES and not INTERPRET:
-            # The reduction's column blocks: about one per program, each step a tile of
-            # 32 values per thread (the second kernel instead has many small programs).
+        small = m * n * dtype.itemsize <= ONE_LAUNCH_MAX_BYTES
+        if cfg.one_launch and (has_dw or has_db) and small and not INTERPRET:
+            # The reduction's column blocks: about one per program (M = 0 has no programs),
+            # each step a tile of 32 values per thread (the second kernel has many small programs).
             sets = has_dw + has_db
-            block_n = min(1024, max(REDUCE_BLOCK_N, next_power_of_2(cdiv(n * sets, max(programs, 1)))))  # M = 0: none
+            block_n = min(1024, max(REDUCE_BLOCK_N, next_power_of_2(cdiv(n * sets, max(programs, 1)))))
             block_p = min(next_power_of_2(programs), max(1, 1024 * cfg.num_warps // block_n))
             main = _launcher(
                 kernels.layer_norm_bwd_one_launch_kernel, **meta, REDUCE_BLOCK_P=block_p, REDUCE_BLOCK_N=block_n,
