@@ -337,8 +337,6 @@ def layer_norm_backward(
     m, n = x.shape
     cfg = config or backward_config(n, x.element_size())
     device = x.get_device()
-    if (device, cfg) in _cooperative_refused:
-        cfg = cfg._replace(one_launch=False)
     has_dw, has_db = weight is not None, bias is not None
     plan = _backward_plan(m, n, x.dtype, device, strategy, cfg, has_dw, has_db)
     dx = x.new_empty((m, n))
@@ -373,7 +371,8 @@ def layer_norm_backward(
                 raise
             # More programs than the GPU can hold at once (a share of it taken, say): two launches from now on.
             _cooperative_refused.add((device, cfg))
-            return layer_norm_backward(dy, x, weight, bias, mean, rstd, strategy, cfg._replace(one_launch=False))
+            _backward_plan.cache_clear()
+            return layer_norm_backward(dy, x, weight, bias, mean, rstd, strategy, config)
     elif not cfg.looped:  # persistent: `programs` programs, rows_per_program rows each
         plan.main((plan.programs,), *row_tensors, partial, *strides, m, n, plan.rows_per_program)
     else:  # wide rows: dx one row per program, then dW/dB on a (column block, row group) grid
@@ -433,7 +432,8 @@ def _backward_plan(
         # One launch needs every program resident at once (a cooperative launch); the
         # interpreter runs programs one after another, so a barrier would never open there.
         small = m * n * dtype.itemsize <= ONE_LAUNCH_MAX_BYTES
-        if cfg.one_launch and (has_dw or has_db) and small and not INTERPRET:
+        refused = (device, cfg) in _cooperative_refused
+        if cfg.one_launch and (has_dw or has_db) and small and not INTERPRET and not refused:
             # The reduction's column blocks: about one per program (M = 0 has no programs),
             # each step a tile of 32 values per thread (the second kernel has many small programs).
             sets = has_dw + has_db

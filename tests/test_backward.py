@@ -183,6 +183,7 @@ def test_refused_cooperative_launch_falls_back_to_two_launches():
     _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
     got = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
     assert (x.get_device(), cfg) in launch._cooperative_refused
+    assert launch._backward_plan(m, n, x.dtype, x.get_device(), "deterministic", cfg, True, True).reduce is not None
     two = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg._replace(one_launch=False))
     for a, b in zip(got, two):
         assert torch.equal(a, b)
