@@ -440,8 +440,8 @@ plt.show()
 # GPU at the same time. Normally nothing promises that: programs that do not
 # fit wait until others finish, and here the others would wait for them
 # forever. A *cooperative* launch (Triton's ``launch_cooperative_grid=True``)
-# makes the promise, or fails when the grid is too large; the launcher then
-# falls back to two launches. The persistent grid has one or two programs per
+# makes the promise, or fails when the grid is too large; ``layer_norm_backward``
+# then falls back to two launches, for this call and the later ones. The persistent grid has one or two programs per
 # SM, so on an H100 it always fits. Triton's interpreter runs the programs
 # one after another, so there the barrier would never open: it always takes
 # two launches. The kernel is the persistent kernel, called as a function,
@@ -472,9 +472,9 @@ plt.show()
 # :math:`\nabla_x` kernel that sweeps each row twice, like the wide forward,
 # plus a separate kernel for the :math:`\nabla_w`, :math:`\nabla_b` partial
 # rows on a (column block, row group) grid. Except in the one-launch case the
-# same second stage adds the partial rows. The persistent and wide-row kernels take the partial
-# buffer whole and find the :math:`\nabla_b` rows after the :math:`\nabla_w`
-# ones (``store_partial_row`` above): splitting it into two views on the host
+# same second stage adds the partial rows. The persistent and wide-row kernels
+# take the partial buffer whole and find the :math:`\nabla_b` rows after the
+# :math:`\nabla_w` ones (``store_partial_row`` above): splitting it into two views on the host
 # would cost more time than the small kernels it feeds.
 
 # ln_tutorial:source ln_tutorial.launch.layer_norm_backward
