@@ -173,6 +173,29 @@ def test_one_launch_matches_two_launches(shape, which):
 
 
 @gpu
+def test_one_launch_backward_in_a_cuda_graph():
+    """A cooperative launch records into a CUDA graph, the barrier's state is made during capture
+    (a new stream), and every replay gives the eager result."""
+    m, n = 4096, 1024
+    x, dy = torch.randn(m, n, device=DEVICE), torch.randn(m, n, device=DEVICE)
+    weight, bias = _affine(n)
+    _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
+    assert launch._backward_plan(m, n, x.dtype, x.get_device(), "deterministic", launch.backward_config(n, 4), True,
+                                 True).reduce is None  # fmt: skip
+    eager = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
+    for _ in range(2):
+        for t in captured:
+            t.zero_()
+        graph.replay()
+        torch.cuda.synchronize()
+        for a, b in zip(captured, eager):
+            assert torch.equal(a, b)
+
+
+@gpu
 def test_refused_cooperative_launch_falls_back_to_two_launches():
     """More programs than the GPU holds at once: the driver refuses the cooperative launch,
     and the backward takes two launches instead, now and for later calls."""
