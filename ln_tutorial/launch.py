@@ -409,8 +409,10 @@ def _backward_plan(
         raise ValueError(f"layer_norm: unknown backward strategy {strategy!r}; expected one of {STRATEGIES}")
     compute = _compute_dtype(dtype)
     programs, rows_per_program = _backward_grid(m, n, device, cfg, strategy)
-    reduce_meta = dict(BLOCK_P=min(REDUCE_BLOCK_P, next_power_of_2(programs)), BLOCK_N=REDUCE_BLOCK_N)
-    reduce = _launcher(kernels.partial_sum_kernel, **reduce_meta, num_warps=4)
+    reduce = _launcher(
+        kernels.partial_sum_kernel, BLOCK_P=min(REDUCE_BLOCK_P, next_power_of_2(programs)), BLOCK_N=REDUCE_BLOCK_N,
+        num_warps=4,
+    )  # fmt: skip
     if strategy == "lock":
         block_n = next_power_of_2(n)
         if block_n * dtype.itemsize > MAX_FUSED_FWD_BYTES:

@@ -122,21 +122,23 @@ def test_persistent_backward_pipelining(num_stages, reload):
         torch.testing.assert_close(ours.double(), exact, atol=1e-4, rtol=1e-5, msg=name)
 
 
+def _plan(m, n, config, has_dw=True, has_db=True):
+    """The deterministic backward's plan for float32 rows on DEVICE (``.reduce is None``: one launch)."""
+    device = torch.empty(0, device=DEVICE).get_device()
+    return launch._backward_plan(m, n, torch.float32, device, "deterministic", config, has_dw, has_db)
+
+
 def test_backward_launch_count():
     """On a GPU, inputs up to ONE_LAUNCH_MAX_BYTES take one launch (the dW/dB sums after a
     grid-wide barrier); larger ones take two, and so does everything under the interpreter,
     which runs programs one after another: a barrier there would wait forever."""
-    n, device = 1024, torch.empty(0, device=DEVICE).get_device()
+    n = 1024
     cfg = launch.backward_config(n, 4)
     largest_small = launch.ONE_LAUNCH_MAX_BYTES // (n * 4)
-
-    def plan(m, has_dw=True, has_db=True, config=cfg):
-        return launch._backward_plan(m, n, torch.float32, device, "deterministic", config, has_dw, has_db)
-
-    assert (plan(largest_small).reduce is None) == (not launch.INTERPRET)
-    assert plan(largest_small + 1).reduce is not None
-    assert plan(64, config=cfg._replace(one_launch=False)).reduce is not None
-    assert plan(64, has_dw=False, has_db=False).main.kernel is launch.kernels.layer_norm_bwd_persistent_kernel
+    assert (_plan(largest_small, n, cfg).reduce is None) == (not launch.INTERPRET)
+    assert _plan(largest_small + 1, n, cfg).reduce is not None
+    assert _plan(64, n, cfg._replace(one_launch=False)).reduce is not None
+    assert _plan(64, n, cfg, has_dw=False, has_db=False).main.kernel is launch.kernels.layer_norm_bwd_persistent_kernel
 
 
 @gpu
@@ -158,8 +160,7 @@ def test_one_launch_matches_two_launches(shape, which):
     weight, bias = {"weight and bias": (weight, bias), "weight only": (weight, None), "bias only": (None, bias)}[which]
     _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
     cfg = launch.backward_config(n, 4)
-    plan = launch._backward_plan(m, n, x.dtype, x.get_device(), "deterministic", cfg, weight is not None, bias is not None)
-    assert plan.reduce is None  # one launch
+    assert _plan(m, n, cfg, weight is not None, bias is not None).reduce is None  # one launch
     one = [launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg) for _ in range(2)]
     two = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg._replace(one_launch=False))
     exact = layer_norm_backward_reference(dy, x, weight)
@@ -180,8 +181,7 @@ def test_one_launch_backward_in_a_cuda_graph():
     x, dy = torch.randn(m, n, device=DEVICE), torch.randn(m, n, device=DEVICE)
     weight, bias = _affine(n)
     _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
-    assert launch._backward_plan(m, n, x.dtype, x.get_device(), "deterministic", launch.backward_config(n, 4), True,
-                                 True).reduce is None  # fmt: skip
+    assert _plan(m, n, launch.backward_config(n, 4)).reduce is None  # one launch
     eager = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
@@ -206,7 +206,7 @@ def test_refused_cooperative_launch_falls_back_to_two_launches():
     _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
     got = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
     assert (x.get_device(), cfg) in launch._cooperative_refused
-    assert launch._backward_plan(m, n, x.dtype, x.get_device(), "deterministic", cfg, True, True).reduce is not None
+    assert _plan(m, n, cfg).reduce is not None  # and later calls plan two launches
     two = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg._replace(one_launch=False))
     for a, b in zip(got, two):
         assert torch.equal(a, b)
