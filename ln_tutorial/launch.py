@@ -131,21 +131,30 @@ def next_power_of_2(n: int) -> int:
 # the properties Triton specializes on and calls the compiled launcher directly.
 
 
-def _specialization(args) -> list:
-    """What Triton specializes a kernel on, argument by argument (see triton.runtime.jit).
+def _launch_arguments(args) -> Tuple[list, list]:
+    """The arguments as the compiled launcher takes them, and what Triton specializes them on.
 
-    An int above 1: whether it is a multiple of 16 and fits in 32 bits (0 and 1
-    become constants, so they count by value). None and floats: by value. A
-    tensor (anything else the launchers pass): its dtype and whether it is
-    16-byte aligned. One comprehension with the cheapest tests first, not a
-    function call per argument: this runs on every launch.
+    Tensors are passed as their addresses: given a tensor, Triton's launcher
+    calls its ``data_ptr`` method and asks the driver whether the address is
+    device memory, for every tensor of every launch; an integer it takes as is.
+    (The launchers' tensors are on the device: ``layer_norm`` checks the
+    parameters, the launcher checks the first tensor, the others are ours.)
+
+    What Triton specializes on (see triton.runtime.jit), argument by argument:
+    an int above 1, whether it is a multiple of 16 and fits in 32 bits (0 and 1
+    become constants, so they count by value); None and floats, their value; a
+    tensor, its dtype and whether its address is 16-byte aligned. Comprehensions
+    with the cheapest tests first, not a function call per argument: this runs
+    on every launch.
     """
-    return [
+    values = [a if a is None or a.__class__ is int or a.__class__ is float else a.data_ptr() for a in args]
+    key = [
         (a % 16 == 0, a < 2**31) if a.__class__ is int and a > 1
         else a if a is None or a.__class__ is int or a.__class__ is float
-        else (a.dtype, a.data_ptr() % 16 == 0)
-        for a in args
+        else (a.dtype, value % 16 == 0)
+        for a, value in zip(args, values)
     ]  # fmt: skip
+    return key, values
 
 
 def _hooks_installed() -> bool:
@@ -182,7 +191,8 @@ class Launcher:
         if device != torch._C._cuda_getDevice():
             with torch.cuda.device(device):  # Triton compiles and launches for the current device
                 return self(grid, *args)
-        key = (device, *_specialization(args))
+        specialization, values = _launch_arguments(args)
+        key = (device, *specialization)
         entry = self.compiled.get(key)
         if entry is None:
             compiled = self.kernel[grid](*args, **self.meta)  # compiles, then launches
@@ -192,10 +202,10 @@ class Launcher:
         run, function, packed_metadata, constexprs = entry
         # The arguments Triton's own launch passes: grid, stream (torch's raw getter,
         # as Triton uses), function, metadata, launch metadata and the enter/exit
-        # hooks (none installed), then the kernel's.
+        # hooks (none installed), then the kernel's, tensors as addresses.
         run(
             grid[0], grid[1] if len(grid) > 1 else 1, 1, torch._C._cuda_getCurrentRawStream(device), function,
-            packed_metadata, None, None, None, *args, *constexprs,
+            packed_metadata, None, None, None, *values, *constexprs,
         )  # fmt: skip
 
 

@@ -138,7 +138,7 @@ if "--detail" in sys.argv:
     for name in ("new_empty", "unbind", "stride", "get_device"):
         wrap_function(torch.Tensor, name, f"Tensor.{name}")
     wrap_function(torch, "empty_like", "torch.empty_like")
-    for name in ("_specialization", "_hooks_installed"):
+    for name in ("_launch_arguments", "_hooks_installed"):
         wrap_function(launch, name, name)
     if hasattr(launch, "Launcher"):
         wrap_function(launch.Launcher, "__call__", "Launcher")
