@@ -5,7 +5,7 @@ import torch
 
 from conftest import DEVICE
 from helpers import run_without_interpreter
-from ln_tutorial import LayerNorm, layer_norm
+from ln_tutorial import LayerNorm, launch, layer_norm
 
 
 def _x(*shape, dtype=torch.float32):
@@ -84,6 +84,17 @@ def test_double_backward_is_refused():
     (dx,) = torch.autograd.grad(layer_norm(x, (8,)).pow(2).sum(), x, create_graph=True)
     with pytest.raises(RuntimeError, match="differentiate twice"):
         dx.sum().backward()
+
+
+@pytest.mark.gpu
+def test_launcher_rejects_tensors_on_other_devices():
+    """The launcher passes addresses, not tensors, to Triton: a CPU tensor among them must raise, not be read."""
+    x = torch.randn(4, 8, device="cuda")
+    with pytest.raises(ValueError, match=r"one GPU; got tensors on \['cpu', 'cuda:0'\]"):
+        launch.layer_norm_forward(x, torch.ones(8), None, 1e-5)
+    dy, (_, mean, rstd) = torch.randn_like(x), launch.layer_norm_forward(x, None, None, 1e-5)
+    with pytest.raises(ValueError, match="one GPU"):
+        launch.layer_norm_backward(dy, x, None, None, mean.cpu(), rstd)
 
 
 def test_launcher_without_gpu_or_interpreter():
