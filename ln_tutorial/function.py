@@ -1,10 +1,15 @@
 """``layer_norm``: the differentiable entry point.
 
-Two thin routes lead to the same launchers:
+Three thin routes lead to the same launchers:
 
-* eager mode: :class:`LayerNormFunction`, a plain ``torch.autograd.Function``
-  (the cheapest route through Python: the custom-operator dispatch below
-  costs more host time than a small layer norm costs the GPU);
+* eager mode, where the backward is one launch (:mod:`ln_tutorial.native`):
+  the forward's output gets a C++ autograd node, so that no Python runs on
+  the autograd engine's thread (where the backward's host time decides the
+  time at small sizes);
+* eager mode otherwise: :class:`LayerNormFunction`, a plain
+  ``torch.autograd.Function`` (the cheapest route through Python: the
+  custom-operator dispatch below costs more host time than a small layer
+  norm costs the GPU);
 * under ``torch.compile``: the custom operators ``ln_tutorial::layer_norm_fwd``
   and ``ln_tutorial::layer_norm_bwd``, registered with ``torch.library`` with
   fake (meta) implementations, so ``fullgraph=True`` keeps them in one graph.
@@ -16,7 +21,7 @@ from typing import Optional, Sequence, Tuple, Union
 import torch
 import torch.nn.functional as F
 
-from ln_tutorial import launch
+from ln_tutorial import launch, native
 
 
 @torch.library.custom_op("ln_tutorial::layer_norm_fwd", mutates_args=())
@@ -154,6 +159,8 @@ def layer_norm(
     args = (_as_rows(input, math.prod(normalized_shape)), _flat_param(weight), _flat_param(bias), float(eps))
     if torch.compiler.is_compiling():
         y = torch.ops.ln_tutorial.layer_norm_fwd(*args, backward_strategy)[0]
+    elif input.is_cuda and (plan := native.backward_plan(*args[:3], backward_strategy)) is not None:
+        y = native.layer_norm(*args, plan)  # the backward as a C++ node: no Python on the engine's thread
     else:
         y = LayerNormFunction.apply(*args, backward_strategy)
     return y if y.shape == input.shape else y.view(input.shape)

@@ -205,9 +205,10 @@ class Launcher:
         if entry is None:
             compiled = self.kernel[grid](*args, **self.meta)  # compiles, then launches
             constexprs = tuple(self.meta[name] for name in self.kernel.arg_names[len(args) :])
-            self.compiled[key] = (compiled.run, compiled.function, compiled.packed_metadata, constexprs)
+            kinds = _argument_kinds(compiled, len(args))
+            self.compiled[key] = (compiled.run, compiled.function, compiled.packed_metadata, constexprs, kinds)
             return
-        run, function, packed_metadata, constexprs = entry
+        run, function, packed_metadata, constexprs, _ = entry
         # The arguments Triton's own launch passes: grid, stream (torch's raw getter,
         # as Triton uses), function, metadata, launch metadata and the enter/exit
         # hooks (none installed), then the kernel's, tensors as addresses.
@@ -215,6 +216,21 @@ class Launcher:
             grid[0], grid[1] if len(grid) > 1 else 1, 1, torch._C._cuda_getCurrentRawStream(device), function,
             packed_metadata, None, None, None, *values, *constexprs,
         )  # fmt: skip
+
+
+def _argument_kinds(compiled, count: int) -> str:
+    """How a compiled kernel takes its first ``count`` arguments, for launches made without Triton.
+
+    One letter each: ``p`` a pointer, ``i`` an int32, ``l`` an int64, ``c`` a
+    compile-time constant (not passed), ``?`` anything else. The C++ backward
+    node (:mod:`ln_tutorial.native`) lays out its parameters by it; it passes
+    no scratch memory, so a kernel that needs some is all ``?``.
+    """
+    if compiled.metadata.global_scratch_size or compiled.metadata.profile_scratch_size:
+        return "?" * count
+    letters = {"i32": "i", "i64": "l", "constexpr": "c"}
+    kinds = list(compiled.src.signature.values())[:count]
+    return "".join("p" if kind.startswith("*") else letters.get(kind, "?") for kind in kinds)
 
 
 _launchers: dict = {}

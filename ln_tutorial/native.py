@@ -1,0 +1,116 @@
+"""The backward of small inputs as a C++ autograd node (``csrc/backward_node.cpp``).
+
+At the tutorial's small sizes the backward is timed on the host: the autograd
+engine calls a Python ``Function.backward`` on its device thread, and that
+Python (allocations, the launch's arguments) takes longer than the kernel
+(docs/performance.md, runs 51 and 53). Where the backward is one launch,
+``layer_norm`` gives its output a C++ node instead, which allocates and
+launches the same compiled kernel without Python and hands every other case
+back to the Python backward. The gradients are the same bits either way.
+
+The node is compiled with :func:`torch.utils.cpp_extension.load` the first
+time it is needed (a C++ compiler and ninja are needed; it takes about 20 s
+and is cached). If that fails, a warning says so and ``layer_norm`` keeps
+the Python backward. ``LN_TUTORIAL_NATIVE=0`` turns the node off.
+"""
+
+import os
+import threading
+import warnings
+from pathlib import Path
+from typing import Optional
+
+import torch
+import triton
+from torch.autograd import forward_ad
+
+from ln_tutorial import launch
+
+#: False turns the C++ node off (the Python ``autograd.Function`` everywhere).
+ENABLED = os.environ.get("LN_TUTORIAL_NATIVE", "1") != "0" and not launch.INTERPRET
+
+_extension = None  # the compiled module, or False after a failed build
+_build_lock = threading.Lock()
+
+
+def extension():
+    """The compiled node's module, built on first use; None if it cannot be built."""
+    global _extension
+    if _extension is None:
+        with _build_lock:
+            if _extension is None:
+                _extension = _build()
+    return _extension or None
+
+
+def _build():
+    from torch.utils.cpp_extension import load
+
+    try:
+        module = load(
+            name="ln_tutorial_backward_node",
+            sources=[str(Path(__file__).parent / "csrc" / "backward_node.cpp")],
+            extra_include_paths=[str(Path(triton.__file__).parent / "backends" / "nvidia" / "include")],
+            extra_ldflags=["-ldl"],
+        )
+    except Exception as error:  # no compiler, no ninja, headers that do not match
+        warnings.warn(
+            f"ln_tutorial: the C++ backward node could not be built ({type(error).__name__}: {error}); "
+            "small backwards run in Python, which is slower on the host",
+            stacklevel=3,
+        )
+        return False
+    module.set_python_backward(_python_backward)
+    return module
+
+
+@torch.autograd.function.once_differentiable
+def _python_backward(saved, dy):
+    """What the node hands back: the package's Python backward (saved = x, weight, bias, mean, rstd)."""
+    x, weight, bias, mean, rstd = saved
+    if dy is None:  # no gradient reached y: zeros, as autograd.Function materializes them
+        dy = torch.zeros_like(x)
+    elif dy.stride(-1) != 1:
+        dy = dy.contiguous()
+    return launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
+
+
+def backward_plan(x: torch.Tensor, weight, bias, strategy: str) -> Optional[launch.BackwardPlan]:
+    """The one-launch plan of this input's backward if the node can take it, else None."""
+    if not ENABLED or strategy != "deterministic" or (weight is None and bias is None):
+        return None
+    if not torch.is_grad_enabled() or forward_ad._current_level >= 0:  # no graph, or forward-mode AD
+        return None
+    tensors = [t for t in (x, weight, bias) if t is not None]
+    if not any(t.requires_grad for t in tensors) or any(t.data_ptr() % 16 for t in tensors):
+        return None
+    m, n = x.shape
+    if m == 0 or n == 0:
+        return None
+    cfg = launch.backward_config(n, x.element_size())
+    plan = launch._backward_plan(m, n, x.dtype, x.get_device(), strategy, cfg, weight is not None, bias is not None)
+    if plan.reduce is not None or extension() is None:  # two launches: the GPU, not the host, decides there
+        return None
+    return plan
+
+
+def layer_norm(x, weight, bias, eps: float, plan: launch.BackwardPlan) -> torch.Tensor:
+    """The forward, its output given the C++ node as grad_fn (``plan`` from :func:`backward_plan`)."""
+    y, mean, rstd = launch.layer_norm_forward(x, weight, bias, eps)  # plain kernels: no graph recorded
+    device = x.get_device()
+    stream = torch._C._cuda_getCurrentRawStream(device)
+    barrier = launch._grid_barrier(device, stream)
+    m, n = x.shape
+    # The backward's arguments as the node will pass them, with tensors of the same dtype and
+    # alignment standing in for those it allocates (dy and dx: x; the partial rows: mean;
+    # dW/dB: the parameters); their specialization finds the compiled kernel, if compiled.
+    first, last = (weight if weight is not None else bias), (bias if bias is not None else weight)
+    args = (x, x, weight, mean, rstd, x, mean, first, last, barrier, n, x.stride(0), n, m, n, plan.rows_per_program)
+    entry = plan.main.compiled.get((device, *launch._launch_arguments(args, device)[0]))
+    function, threads, shared, kinds = 0, 0, 0, "c" * len(args)  # not compiled yet: the node calls Python
+    if entry is not None and "?" not in entry[4]:
+        _, function, (num_warps, _, shared), _, kinds = entry
+        threads = 32 * num_warps
+    extension().attach(y, x, weight, bias, mean, rstd, function, threads, shared, plan.programs,
+                       plan.rows_per_program, kinds, stream, barrier)  # fmt: skip
+    return y
