@@ -199,15 +199,7 @@ class Launcher:
         if device != torch._C._cuda_getDevice():
             with torch.cuda.device(device):  # Triton compiles and launches for the current device
                 return self(grid, *args)
-        specialization, values = _launch_arguments(args, device)
-        key = (device, *specialization)
-        entry = self.compiled.get(key)
-        if entry is None:
-            compiled = self.kernel[grid](*args, **self.meta)  # compiles, then launches
-            constexprs = tuple(self.meta[name] for name in self.kernel.arg_names[len(args) :])
-            kinds = _argument_kinds(compiled, len(args))
-            self.compiled[key] = (compiled.run, compiled.function, compiled.packed_metadata, constexprs, kinds)
-            return
+        entry, values = self.entry(args, device)
         run, function, packed_metadata, constexprs, _ = entry
         # The arguments Triton's own launch passes: grid, stream (torch's raw getter,
         # as Triton uses), function, metadata, launch metadata and the enter/exit
@@ -216,6 +208,23 @@ class Launcher:
             grid[0], grid[1] if len(grid) > 1 else 1, 1, torch._C._cuda_getCurrentRawStream(device), function,
             packed_metadata, None, None, None, *values, *constexprs,
         )  # fmt: skip
+
+    def entry(self, args, device: int) -> Tuple[tuple, list]:
+        """The compiled kernel for these arguments (compiled now if new), and the arguments as it takes them.
+
+        The entry: Triton's compiled launcher, the kernel's handle, its packed
+        metadata (warps, CTAs, shared memory), the compile-time arguments' values
+        and :func:`_argument_kinds`. ``device`` is the current CUDA device.
+        """
+        specialization, values = _launch_arguments(args, device)
+        key = (device, *specialization)
+        entry = self.compiled.get(key)
+        if entry is None:
+            compiled = self.kernel.warmup(*args, grid=(1,), **self.meta)  # compiles without launching
+            constexprs = tuple(self.meta[name] for name in self.kernel.arg_names[len(args) :])
+            kinds = _argument_kinds(compiled, len(args))
+            entry = self.compiled[key] = (compiled.run, compiled.function, compiled.packed_metadata, constexprs, kinds)
+        return entry, values
 
 
 def _argument_kinds(compiled, count: int) -> str:

@@ -96,21 +96,22 @@ def backward_plan(x: torch.Tensor, weight, bias, strategy: str) -> Optional[laun
 
 def layer_norm(x, weight, bias, eps: float, plan: launch.BackwardPlan) -> torch.Tensor:
     """The forward, its output given the C++ node as grad_fn (``plan`` from :func:`backward_plan`)."""
-    y, mean, rstd = launch.layer_norm_forward(x, weight, bias, eps)  # plain kernels: no graph recorded
     device = x.get_device()
+    if device != torch._C._cuda_getDevice():  # Triton compiles and launches for the current device
+        with torch.cuda.device(device):
+            return layer_norm(x, weight, bias, eps, plan)
+    y, mean, rstd = launch.layer_norm_forward(x, weight, bias, eps)  # plain kernels: no graph recorded
     stream = torch._C._cuda_getCurrentRawStream(device)
     barrier = launch._grid_barrier(device, stream)
     m, n = x.shape
     # The backward's arguments as the node will pass them, with tensors of the same dtype and
     # alignment standing in for those it allocates (dy and dx: x; the partial rows: mean;
-    # dW/dB: the parameters); their specialization finds the compiled kernel, if compiled.
+    # dW/dB: the parameters): they select the compiled kernel, compiled now if new.
     first, last = (weight if weight is not None else bias), (bias if bias is not None else weight)
     args = (x, x, weight, mean, rstd, x, mean, first, last, barrier, n, x.stride(0), n, m, n, plan.rows_per_program)
-    entry = plan.main.compiled.get((device, *launch._launch_arguments(args, device)[0]))
-    function, threads, shared, kinds = 0, 0, 0, "c" * len(args)  # not compiled yet: the node calls Python
-    if entry is not None and "?" not in entry[4]:
-        _, function, (num_warps, _, shared), _, kinds = entry
-        threads = 32 * num_warps
-    extension().attach(y, x, weight, bias, mean, rstd, function, threads, shared, plan.programs,
+    (_, function, (num_warps, _, shared), _, kinds), _ = plan.main.entry(args, device)
+    if "?" in kinds:  # a kernel the node cannot launch: it calls the Python backward
+        function, kinds = 0, "c" * len(args)
+    extension().attach(y, x, weight, bias, mean, rstd, function, 32 * num_warps, shared, plan.programs,
                        plan.rows_per_program, kinds, stream, barrier)  # fmt: skip
     return y

@@ -56,7 +56,7 @@ def test_node_is_taken_where_the_backward_is_one_launch(monkeypatch):
 def test_node_gives_the_python_backwards_bits(monkeypatch, m, n, dtype, params, param_dtype):
     x, w, b = _leaves(m, n, dtype, params, param_dtype)
     dy = torch.randn_like(x)
-    _backward(x, w, b, dy)  # the first call compiles the kernel, through the Python backward
+    _backward(x, w, b, dy)  # the first call compiles the kernels
     launched = native.extension().launches()
     name, *node = _backward(x, w, b, dy)
     assert name == NODE and native.extension().launches() == launched + 1  # launched without Python

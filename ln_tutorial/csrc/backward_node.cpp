@@ -5,7 +5,7 @@
 // decides the time (docs/performance.md, runs 51 and 53). This node does what the Python
 // backward does for the one-launch case -- allocate dx, the dW/dB partial rows and dW/dB,
 // launch the compiled Triton kernel -- without Python. Anything else (double backward, a
-// non-contiguous or misaligned gradient, another stream, a kernel not compiled yet, a grid
+// non-contiguous or misaligned gradient, another stream, a kernel it cannot lay out, a grid
 // the driver refuses) is handed back to the Python backward, which handles every case.
 //
 // The kernel's parameters are laid out as Triton's launcher lays them out: the arguments
