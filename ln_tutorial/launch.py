@@ -200,7 +200,7 @@ class Launcher:
             with torch.cuda.device(device):  # Triton compiles and launches for the current device
                 return self(grid, *args)
         entry, values = self.entry(args, device)
-        run, function, packed_metadata, constexprs, _ = entry
+        run, function, packed_metadata, constexprs, _, _ = entry
         # The arguments Triton's own launch passes: grid, stream (torch's raw getter,
         # as Triton uses), function, metadata, launch metadata and the enter/exit
         # hooks (none installed), then the kernel's, tensors as addresses.
@@ -213,8 +213,10 @@ class Launcher:
         """The compiled kernel for these arguments (compiled now if new), and the arguments as it takes them.
 
         The entry: Triton's compiled launcher, the kernel's handle, its packed
-        metadata (warps, CTAs, shared memory), the compile-time arguments' values
-        and :func:`_argument_kinds`. ``device`` is the current CUDA device.
+        metadata (warps, CTAs, shared memory), the compile-time arguments' values,
+        :func:`_argument_kinds`, and the compiled kernel itself, which unloads its
+        module (and so invalidates the handle) when it is freed.
+        ``device`` is the current CUDA device.
         """
         specialization, values = _launch_arguments(args, device)
         key = (device, *specialization)
@@ -223,7 +225,8 @@ class Launcher:
             compiled = self.kernel.warmup(*args, grid=(1,), **self.meta)  # compiles without launching
             constexprs = tuple(self.meta[name] for name in self.kernel.arg_names[len(args) :])
             kinds = _argument_kinds(compiled, len(args))
-            entry = self.compiled[key] = (compiled.run, compiled.function, compiled.packed_metadata, constexprs, kinds)
+            entry = (compiled.run, compiled.function, compiled.packed_metadata, constexprs, kinds, compiled)
+            self.compiled[key] = entry
         return entry, values
 
 

@@ -109,7 +109,7 @@ def layer_norm(x, weight, bias, eps: float, plan: launch.BackwardPlan) -> torch.
     # dW/dB: the parameters): they select the compiled kernel, compiled now if new.
     first, last = (weight if weight is not None else bias), (bias if bias is not None else weight)
     args = (x, x, weight, mean, rstd, x, mean, first, last, barrier, n, x.stride(0), n, m, n, plan.rows_per_program)
-    (_, function, (num_warps, _, shared), _, kinds), _ = plan.main.entry(args, device)
+    (_, function, (num_warps, _, shared), _, kinds, _), _ = plan.main.entry(args, device)
     if "?" in kinds:  # a kernel the node cannot launch: it calls the Python backward
         function, kinds = 0, "c" * len(args)
     extension().attach(y, x, weight, bias, mean, rstd, function, 32 * num_warps, shared, plan.programs,

@@ -4,6 +4,7 @@ as the Python backward, and the Python backward wherever the node cannot launch 
 import pytest
 import torch
 
+from helpers import run_without_interpreter
 from ln_tutorial import layer_norm, native
 
 pytestmark = pytest.mark.gpu
@@ -64,6 +65,23 @@ def test_node_gives_the_python_backwards_bits(monkeypatch, m, n, dtype, params, 
     _, *python = _backward(x, w, b, dy)
     for got, want in zip(node, python):
         assert (got is None and want is None) or torch.equal(got, want)
+
+
+def test_node_launches_first_in_a_fresh_process():
+    """The engine's device thread may have no current CUDA context when the node is the first to
+    launch there (nothing else ran on it yet): the node must make one current (a fresh process)."""
+    code = (
+        "import torch\n"
+        "from ln_tutorial import layer_norm, native\n"
+        "x = torch.randn(64, 256, device='cuda').requires_grad_()\n"
+        "w, b = torch.ones(256, device='cuda', requires_grad=True), torch.zeros(256, device='cuda', requires_grad=True)\n"
+        "y = layer_norm(x, (256,), w, b)\n"
+        "assert y.grad_fn.name() == 'LayerNormBackward'\n"
+        "y.backward(torch.ones_like(y))\n"
+        "assert native.extension().launches() == 1, native.extension().launches()\n"
+        "torch.testing.assert_close(b.grad, torch.full_like(b, 64.0))\n"
+    )
+    run_without_interpreter(code)
 
 
 def test_node_hands_other_gradients_to_python(monkeypatch):

@@ -31,16 +31,68 @@ using torch::autograd::SavedVariable;
 using torch::autograd::variable_list;
 
 constexpr int kArguments = 16;  // of layer_norm_bwd_one_launch_kernel, before its compile-time constants
-using LaunchKernelEx = CUresult (*)(const CUlaunchConfig*, CUfunction, void**, void**);
+// The driver's entry points, from the libcuda.so.1 that torch and Triton have loaded.
+struct Driver {
+  CUresult (*launch_kernel_ex)(const CUlaunchConfig*, CUfunction, void**, void**);
+  CUresult (*ctx_get_current)(CUcontext*);
+  CUresult (*ctx_set_current)(CUcontext);
+  CUresult (*ctx_get_device)(CUdevice*);
+  CUresult (*device_get)(CUdevice*, int);
+  CUresult (*primary_ctx_retain)(CUcontext*, CUdevice);
+};
 
-LaunchKernelEx launch_kernel_ex() {
-  static const LaunchKernelEx function = [] {
-    void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-    TORCH_CHECK(driver != nullptr, "ln_tutorial: cannot load libcuda.so.1");
-    return reinterpret_cast<LaunchKernelEx>(dlsym(driver, "cuLaunchKernelEx"));
+const Driver& driver() {
+  static const Driver entry_points = [] {
+    void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    TORCH_CHECK(library != nullptr, "ln_tutorial: cannot load libcuda.so.1");
+    auto find = [library](const char* name) {
+      void* symbol = dlsym(library, name);
+      TORCH_CHECK(symbol != nullptr, "ln_tutorial: libcuda.so.1 has no ", name);
+      return symbol;
+    };
+    Driver d;
+    d.launch_kernel_ex = reinterpret_cast<decltype(d.launch_kernel_ex)>(find("cuLaunchKernelEx"));
+    d.ctx_get_current = reinterpret_cast<decltype(d.ctx_get_current)>(find("cuCtxGetCurrent"));
+    d.ctx_set_current = reinterpret_cast<decltype(d.ctx_set_current)>(find("cuCtxSetCurrent"));
+    d.ctx_get_device = reinterpret_cast<decltype(d.ctx_get_device)>(find("cuCtxGetDevice"));
+    d.device_get = reinterpret_cast<decltype(d.device_get)>(find("cuDeviceGet"));
+    d.primary_ctx_retain = reinterpret_cast<decltype(d.primary_ctx_retain)>(find("cuDevicePrimaryCtxRetain"));
+    return d;
   }();
-  return function;
+  return entry_points;
 }
+
+void check(CUresult status, const char* what) {
+  TORCH_CHECK(status == CUDA_SUCCESS, "ln_tutorial: ", what, " failed with CUDA error ", static_cast<int>(status));
+}
+
+// The driver launches into the calling thread's current context. The autograd engine's
+// device threads may have none (the runtime makes one current only when it needs it, and
+// cached allocations do not), so make the device's primary context current for the launch,
+// as Triton's launcher does, and put back whatever was current before.
+class ContextGuard {
+ public:
+  explicit ContextGuard(int device) {
+    check(driver().ctx_get_current(&previous_), "cuCtxGetCurrent");
+    CUdevice current_device = -1;
+    if (previous_ != nullptr) check(driver().ctx_get_device(&current_device), "cuCtxGetDevice");
+    CUdevice wanted = 0;
+    check(driver().device_get(&wanted, device), "cuDeviceGet");
+    if (previous_ == nullptr || current_device != wanted) {
+      CUcontext primary = nullptr;
+      check(driver().primary_ctx_retain(&primary, wanted), "cuDevicePrimaryCtxRetain");
+      check(driver().ctx_set_current(primary), "cuCtxSetCurrent");
+      switched_ = true;
+    }
+  }
+  ~ContextGuard() {
+    if (switched_ && previous_ != nullptr) driver().ctx_set_current(previous_);
+  }
+
+ private:
+  CUcontext previous_ = nullptr;
+  bool switched_ = false;
+};
 
 // The Python backward, ln_tutorial.native._backward(saved, dy): set once, never freed
 // (a Python object must not be destroyed after the interpreter is gone).
@@ -120,8 +172,9 @@ struct LayerNormBackward : public torch::autograd::Node {
     config.hStream = static_cast<CUstream>(plan_.stream);
     config.attrs = &cooperative;
     config.numAttrs = 1;
-    const CUresult status = launch_kernel_ex()(&config, reinterpret_cast<CUfunction>(plan_.function), params.data(),
-                                               nullptr);
+    const ContextGuard context(x.get_device());
+    const CUresult status =
+        driver().launch_kernel_ex(&config, reinterpret_cast<CUfunction>(plan_.function), params.data(), nullptr);
     if (status == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE) {  // the Python backward falls back to two launches
       return in_python(dy, x, weight, bias, mean, rstd);
     }
