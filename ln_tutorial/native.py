@@ -14,6 +14,7 @@ and is cached). If that fails, a warning says so and ``layer_norm`` keeps
 the Python backward. ``LN_TUTORIAL_NATIVE=0`` turns the node off.
 """
 
+import functools
 import os
 import threading
 import warnings
@@ -102,16 +103,34 @@ def layer_norm(x, weight, bias, eps: float, plan: launch.BackwardPlan) -> torch.
             return layer_norm(x, weight, bias, eps, plan)
     y, mean, rstd = launch.layer_norm_forward(x, weight, bias, eps)  # plain kernels: no graph recorded
     stream = torch._C._cuda_getCurrentRawStream(device)
-    barrier = launch._grid_barrier(device, stream)
-    m, n = x.shape
-    # The backward's arguments as the node will pass them, with tensors of the same dtype and
-    # alignment standing in for those it allocates (dy and dx: x; the partial rows: mean;
-    # dW/dB: the parameters): they select the compiled kernel, compiled now if new.
+    dtypes = [None if p is None else p.dtype for p in (weight, bias)]
+    node_plan = _node_plan(plan, device, stream, *x.shape, x.stride(0), x.dtype, *dtypes)
+    extension().attach(y, x, weight, bias, mean, rstd, node_plan)
+    return y
+
+
+@functools.lru_cache(maxsize=256)
+def _node_plan(
+    plan: launch.BackwardPlan, device: int, stream: int, m: int, n: int, row_stride: int, dtype, weight_dtype, bias_dtype
+):
+    """The node's ``Plan``: the compiled kernel (compiled now if new) and how to launch it.
+
+    Besides these arguments the kernel depends only on its tensors' alignment,
+    which :func:`backward_plan` and the node check. Empty tensors (address 0,
+    so aligned) of the right dtypes stand in for the node's tensors.
+    """
+
+    def like(tensor_dtype):
+        return None if tensor_dtype is None else torch.empty(0, dtype=tensor_dtype, device=device)
+
+    x, stats = like(dtype), like(launch._torch_compute_dtype(dtype))
+    weight, bias = like(weight_dtype), like(bias_dtype)
     first, last = (weight if weight is not None else bias), (bias if bias is not None else weight)
-    args = (x, x, weight, mean, rstd, x, mean, first, last, barrier, n, x.stride(0), n, m, n, plan.rows_per_program)
+    barrier = launch._grid_barrier(device, stream)
+    # dy, x, weight, mean, rstd, dx, partial rows, dW, dB, barrier, then the strides and sizes
+    args = (x, x, weight, stats, stats, x, stats, first, last, barrier, n, row_stride, n, m, n, plan.rows_per_program)
     (_, function, (num_warps, _, shared), _, kinds, _), _ = plan.main.entry(args, device)
     if "?" in kinds:  # a kernel the node cannot launch: it calls the Python backward
         function, kinds = 0, "c" * len(args)
-    extension().attach(y, x, weight, bias, mean, rstd, function, 32 * num_warps, shared, plan.programs,
-                       plan.rows_per_program, kinds, stream, barrier)  # fmt: skip
-    return y
+    return extension().Plan(function, 32 * num_warps, shared, plan.programs, plan.rows_per_program, kinds, stream,
+                            barrier)  # fmt: skip

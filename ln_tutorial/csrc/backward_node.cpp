@@ -99,8 +99,16 @@ class ContextGuard {
 py::object* python_backward = nullptr;
 std::atomic<int64_t> launches{0};  // backward kernels this node launched itself (read by the tests)
 
+// What the node needs besides the saved tensors, made once per shape and stream (native.py).
 struct Plan {
-  int64_t function;          // CUfunction of the compiled kernel, 0 while it is not compiled
+  Plan(int64_t function, int64_t threads, int64_t shared, int64_t programs, int64_t rows_per_program,
+       std::string kinds, int64_t stream, at::Tensor barrier)
+      : function(function), threads(threads), shared(shared), programs(programs),
+        rows_per_program(rows_per_program), kinds(std::move(kinds)), stream(reinterpret_cast<void*>(stream)),
+        barrier(std::move(barrier)) {
+    TORCH_CHECK(this->kinds.size() == kArguments, "ln_tutorial: expected ", kArguments, " kernel arguments");
+  }
+  int64_t function;          // CUfunction of the compiled kernel, 0 if the node cannot launch it
   int64_t threads;           // per program: 32 * num_warps
   int64_t shared;            // bytes of dynamic shared memory
   int64_t programs;          // the persistent grid
@@ -112,7 +120,7 @@ struct Plan {
 
 struct LayerNormBackward : public torch::autograd::Node {
   SavedVariable x_, weight_, bias_, mean_, rstd_;
-  Plan plan_;
+  std::shared_ptr<const Plan> plan_;
 
   std::string name() const override { return "LayerNormBackward"; }
 
@@ -134,25 +142,25 @@ struct LayerNormBackward : public torch::autograd::Node {
     const int64_t m = x.size(0), n = x.size(1);
     at::Tensor dx = at::empty({m, n}, x.options());
     const int64_t sets = weight.defined() + bias.defined();
-    at::Tensor partial = at::empty({sets, plan_.programs, n}, mean.options());
+    at::Tensor partial = at::empty({sets, plan_->programs, n}, mean.options());
     at::Tensor dw = weight.defined() ? at::empty_like(weight) : at::Tensor();
     at::Tensor db = bias.defined() ? at::empty_like(bias) : at::Tensor();
     const at::Tensor& first = dw.defined() ? dw : db;  // the kernel's DW and DB, as the Python backward passes them
     const at::Tensor& last = db.defined() ? db : dw;
     const std::array<uint64_t, kArguments> values = {
         address(dy), address(x), address(weight), address(mean), address(rstd), address(dx), address(partial),
-        address(first), address(last), address(plan_.barrier), uint64_t(dy.stride(0)), uint64_t(x.stride(0)),
-        uint64_t(n), uint64_t(m), uint64_t(n), uint64_t(plan_.rows_per_program)};
+        address(first), address(last), address(plan_->barrier), uint64_t(dy.stride(0)), uint64_t(x.stride(0)),
+        uint64_t(n), uint64_t(m), uint64_t(n), uint64_t(plan_->rows_per_program)};
     std::array<uint64_t, kArguments> wide{};
     std::array<int32_t, kArguments> narrow{};
     std::array<void*, kArguments + 2> params{};
     CUdeviceptr global_scratch = 0, profile_scratch = 0;
     int count = 0;
     for (int i = 0; i < kArguments; ++i) {
-      if (plan_.kinds[i] == 'i') {
+      if (plan_->kinds[i] == 'i') {
         narrow[i] = static_cast<int32_t>(values[i]);
         params[count++] = &narrow[i];
-      } else if (plan_.kinds[i] != 'c') {  // pointers and int64
+      } else if (plan_->kinds[i] != 'c') {  // pointers and int64
         wide[i] = values[i];
         params[count++] = &wide[i];
       }
@@ -164,17 +172,17 @@ struct LayerNormBackward : public torch::autograd::Node {
     cooperative.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
     cooperative.value.cooperative = 1;
     CUlaunchConfig config = {};
-    config.gridDimX = static_cast<unsigned>(plan_.programs);
+    config.gridDimX = static_cast<unsigned>(plan_->programs);
     config.gridDimY = config.gridDimZ = 1;
-    config.blockDimX = static_cast<unsigned>(plan_.threads);
+    config.blockDimX = static_cast<unsigned>(plan_->threads);
     config.blockDimY = config.blockDimZ = 1;
-    config.sharedMemBytes = static_cast<unsigned>(plan_.shared);
-    config.hStream = static_cast<CUstream>(plan_.stream);
+    config.sharedMemBytes = static_cast<unsigned>(plan_->shared);
+    config.hStream = static_cast<CUstream>(plan_->stream);
     config.attrs = &cooperative;
     config.numAttrs = 1;
     const ContextGuard context(x.get_device());
     const CUresult status =
-        driver().launch_kernel_ex(&config, reinterpret_cast<CUfunction>(plan_.function), params.data(), nullptr);
+        driver().launch_kernel_ex(&config, reinterpret_cast<CUfunction>(plan_->function), params.data(), nullptr);
     if (status == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE) {  // the Python backward falls back to two launches
       return in_python(dy, x, weight, bias, mean, rstd);
     }
@@ -190,12 +198,12 @@ struct LayerNormBackward : public torch::autograd::Node {
 
   // The compiled kernel assumed a contiguous, 16-byte aligned dy on the forward's stream.
   bool fast_path_applies(const at::Tensor& dy, const at::Tensor& x) const {
-    if (plan_.function == 0 || !dy.defined() || dy.device() != x.device() || dy.scalar_type() != x.scalar_type() ||
+    if (plan_->function == 0 || !dy.defined() || dy.device() != x.device() || dy.scalar_type() != x.scalar_type() ||
         !dy.is_contiguous() || dy.dim() != 2 || address(dy) % 16 != 0) {
       return false;
     }
     const auto* guard = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
-    return guard->getStream(x.device()).native_handle() == plan_.stream;
+    return guard->getStream(x.device()).native_handle() == plan_->stream;
   }
 
   variable_list in_python(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& weight,
@@ -222,10 +230,8 @@ auto new_node() {
 
 // Give y (the forward's output, computed by the caller) this node as its grad_fn.
 void attach(at::Tensor y, const at::Tensor& x, const c10::optional<at::Tensor>& weight,
-            const c10::optional<at::Tensor>& bias, const at::Tensor& mean, const at::Tensor& rstd, int64_t function,
-            int64_t threads, int64_t shared, int64_t programs, int64_t rows_per_program, std::string kinds,
-            int64_t stream, at::Tensor barrier) {
-  TORCH_CHECK(kinds.size() == kArguments, "ln_tutorial: expected ", kArguments, " kernel arguments, got ", kinds);
+            const c10::optional<at::Tensor>& bias, const at::Tensor& mean, const at::Tensor& rstd,
+            std::shared_ptr<const Plan> plan) {
   const at::Tensor w = weight.value_or(at::Tensor()), b = bias.value_or(at::Tensor());
   auto node = new_node<LayerNormBackward>();
   node->set_next_edges(torch::autograd::collect_next_edges(x, w, b));
@@ -234,8 +240,7 @@ void attach(at::Tensor y, const at::Tensor& x, const c10::optional<at::Tensor>& 
   node->bias_ = SavedVariable(b, false);
   node->mean_ = SavedVariable(mean, false);
   node->rstd_ = SavedVariable(rstd, false);
-  node->plan_ = Plan{function, threads, shared, programs, rows_per_program, std::move(kinds),
-                     reinterpret_cast<void*>(stream), std::move(barrier)};
+  node->plan_ = std::move(plan);
   torch::autograd::set_history(y, node);
 }
 
@@ -244,6 +249,8 @@ void set_python_backward(py::object backward) { python_backward = new py::object
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
+  py::class_<Plan, std::shared_ptr<Plan>>(module, "Plan")
+      .def(py::init<int64_t, int64_t, int64_t, int64_t, int64_t, std::string, int64_t, at::Tensor>());
   module.def("attach", &attach);
   module.def("set_python_backward", &set_python_backward);
   module.def("launches", [] { return launches.load(); });
