@@ -480,6 +480,19 @@ plt.show()
 # ln_tutorial:source ln_tutorial.launch.layer_norm_backward
 
 # %%
+# One cost is left on the host. ``layer_norm`` is differentiated by PyTorch's
+# autograd engine, which calls the backward on a thread of its own; a backward
+# written in Python pays for its Python there, and at small sizes that takes
+# longer than the kernel. So where the backward is one launch, ``layer_norm``
+# gives its output a small autograd node written in C++
+# (``ln_tutorial/csrc/backward_node.cpp``, compiled on first use) that
+# allocates :math:`\nabla_x`, the partial rows and the gradients and launches
+# this same compiled kernel; anything unusual (a strided gradient, double
+# backward, another stream) it hands back to ``layer_norm_backward``. The
+# gradients are the same bits either way; the performance notes measure the
+# difference.
+
+# %%
 # The backward's configurations come from a table measured like the forward's
 # (rows per loop step, warps, programs per SM, stages and reload, by padded row
 # size in bytes):
