@@ -74,8 +74,6 @@ def _save(ctx, x, weight, bias, mean, rstd, strategy):
 def _gradients(ctx, dy, backward):
     """Input and parameter gradients; ``backward`` is the launcher or the custom op."""
     x, weight, bias, mean, rstd = ctx.saved_tensors
-    if dy.stride(-1) != 1:  # the kernels need contiguous rows; row strides are free
-        dy = dy.contiguous()
     dx, dw, db = backward(dy, x, weight, bias, mean, rstd, ctx.strategy)
     return dx, dw if weight is not None else None, db if bias is not None else None, None, None
 

@@ -381,6 +381,8 @@ def layer_norm_backward(
     ``dw``/``db`` are returned only for a weight/bias that exists, in its dtype.
     """
     m, n = x.shape
+    if dy.stride(-1) != 1:  # the kernels need contiguous rows; row strides are free
+        dy = dy.contiguous()
     cfg = config or backward_config(n, x.element_size())
     device = x.get_device()
     has_dw, has_db = weight is not None, bias is not None
@@ -408,10 +410,7 @@ def layer_norm_backward(
         grads = [torch.empty_like(p) for p in params]  # separate allocations, as below
         barrier = _grid_barrier(device, torch._C._cuda_getCurrentRawStream(device))
         try:
-            plan.main(
-                (plan.programs,), *row_tensors, partial, grads[0], grads[-1], barrier, *strides, m, n,
-                plan.rows_per_program,
-            )  # fmt: skip
+            plan.main((plan.programs,), *_one_launch_arguments(row_tensors, partial, grads, barrier, strides, m, n, plan))
         except RuntimeError as error:
             if "cooperative launch" not in str(error):
                 raise
@@ -436,6 +435,16 @@ def layer_norm_backward(
         grads = [torch.empty_like(p) for p in params]
         plan.reduce((cdiv(n, REDUCE_BLOCK_N), len(params)), partial, grads[0], grads[-1], plan.programs, n)
     return dx, grads[0] if has_dw else None, grads[-1] if has_db else None
+
+
+def _one_launch_arguments(row_tensors, partial, grads, barrier, strides, m: int, n: int, plan) -> tuple:
+    """The one-launch kernel's arguments before its compile-time ones, in order.
+
+    ``grads`` holds dW and/or dB (the kernel's DW and DB are its first and last:
+    the same tensor when there is one). The C++ backward node passes the same
+    arguments in the same order (``csrc/backward_node.cpp``).
+    """
+    return (*row_tensors, partial, grads[0], grads[-1], barrier, *strides, m, n, plan.rows_per_program)
 
 
 class BackwardPlan(NamedTuple):

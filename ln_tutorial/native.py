@@ -71,8 +71,6 @@ def _python_backward(saved, dy):
     x, weight, bias, mean, rstd = saved
     if dy is None:  # no gradient reached y: zeros, as autograd.Function materializes them
         dy = torch.zeros_like(x)
-    elif dy.stride(-1) != 1:
-        dy = dy.contiguous()
     return launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
 
 
@@ -124,11 +122,12 @@ def _node_plan(
         return None if tensor_dtype is None else torch.empty(0, dtype=tensor_dtype, device=device)
 
     x, stats = like(dtype), like(launch._torch_compute_dtype(dtype))
-    weight, bias = like(weight_dtype), like(bias_dtype)
-    first, last = (weight if weight is not None else bias), (bias if bias is not None else weight)
+    weight = like(weight_dtype)
+    grads = [p for p in (weight, like(bias_dtype)) if p is not None]
     barrier = launch._grid_barrier(device, stream)
-    # dy, x, weight, mean, rstd, dx, partial rows, dW, dB, barrier, then the strides and sizes
-    args = (x, x, weight, stats, stats, x, stats, first, last, barrier, n, row_stride, n, m, n, plan.rows_per_program)
+    # dy and dx stand in as x, the partial rows as the statistics; dy is contiguous (the node checks)
+    row_tensors, strides = (x, x, weight, stats, stats, x), (n, row_stride, n)
+    args = launch._one_launch_arguments(row_tensors, stats, grads, barrier, strides, m, n, plan)
     (_, function, (num_warps, _, shared), _, kinds, _), _ = plan.main.entry(args, device)
     if "?" in kinds:  # a kernel the node cannot launch: it calls the Python backward
         function, kinds = 0, "c" * len(args)
