@@ -410,7 +410,8 @@ def layer_norm_backward(
         grads = [torch.empty_like(p) for p in params]  # separate allocations, as below
         barrier = _grid_barrier(device, torch._C._cuda_getCurrentRawStream(device))
         try:
-            plan.main((plan.programs,), *_one_launch_arguments(row_tensors, partial, grads, barrier, strides, m, n, plan))
+            arguments = _one_launch_arguments(row_tensors, partial, grads, barrier, strides, m, n, plan)
+            plan.main((plan.programs,), *arguments)
         except RuntimeError as error:
             if "cooperative launch" not in str(error):
                 raise
