@@ -1,11 +1,12 @@
 """``layer_norm``: the differentiable entry point.
 
-Three thin routes lead to the same launchers:
+Three thin routes lead to the same kernels:
 
-* eager mode, where the backward is one launch (:mod:`ln_tutorial.native`):
-  the forward's output gets a C++ autograd node, so that no Python runs on
-  the autograd engine's thread (where the backward's host time decides the
-  time at small sizes);
+* eager mode, the common call (a CUDA tensor with contiguous rows, the
+  deterministic backward): :mod:`ln_tutorial.native`, in C++, launches the
+  forward and gives ``y`` a C++ autograd node where the backward is one
+  launch, so that no Python runs on the host's hot path (at small sizes the
+  host, not the GPU, decides the time);
 * eager mode otherwise: :class:`LayerNormFunction`, a plain
   ``torch.autograd.Function`` (the cheapest route through Python: the
   custom-operator dispatch below costs more host time than a small layer
@@ -144,6 +145,11 @@ def layer_norm(
     ``TRITON_INTERPRET=1`` was set before import. Other CPU tensors use
     :func:`torch.nn.functional.layer_norm`.
     """
+    compiling = torch.compiler.is_compiling()
+    if native.ENABLED and backward_strategy == "deterministic" and not compiling and not launch._hooks_installed():
+        y = native.forward(input, normalized_shape, weight, bias, eps)  # None: not a call it takes
+        if y is not None:
+            return y
     normalized_shape = launch.check_inputs(input, normalized_shape, weight, bias)
     if backward_strategy not in launch.STRATEGIES:
         raise ValueError(
@@ -155,10 +161,8 @@ def layer_norm(
         # Autocast runs torch's layer_norm in float32 on CUDA; do the same.
         input, weight, bias = (None if t is None else t.float() for t in (input, weight, bias))
     args = (_as_rows(input, math.prod(normalized_shape)), _flat_param(weight), _flat_param(bias), float(eps))
-    if torch.compiler.is_compiling():
+    if compiling:
         y = torch.ops.ln_tutorial.layer_norm_fwd(*args, backward_strategy)[0]
-    elif input.is_cuda and (plan := native.backward_plan(*args[:3], backward_strategy)) is not None:
-        y = native.layer_norm(*args, plan)  # the backward as a C++ node: no Python on the engine's thread
     else:
         y = LayerNormFunction.apply(*args, backward_strategy)
     return y if y.shape == input.shape else y.view(input.shape)

@@ -233,14 +233,14 @@ class Launcher:
 def _argument_kinds(compiled, count: int) -> str:
     """How a compiled kernel takes its first ``count`` arguments, for launches made without Triton.
 
-    One letter each: ``p`` a pointer, ``i`` an int32, ``l`` an int64, ``c`` a
-    compile-time constant (not passed), ``?`` anything else. The C++ backward
-    node (:mod:`ln_tutorial.native`) lays out its parameters by it; it passes
-    no scratch memory, so a kernel that needs some is all ``?``.
+    One letter each: ``p`` a pointer, ``i`` an int32, ``l`` an int64, ``f`` a
+    float32, ``c`` a compile-time constant (not passed), ``?`` anything else.
+    The C++ extension (:mod:`ln_tutorial.native`) lays out its parameters by
+    it; it passes no scratch memory, so a kernel that needs some is all ``?``.
     """
     if compiled.metadata.global_scratch_size or compiled.metadata.profile_scratch_size:
         return "?" * count
-    letters = {"i32": "i", "i64": "l", "constexpr": "c"}
+    letters = {"i32": "i", "i64": "l", "fp32": "f", "constexpr": "c"}
     kinds = list(compiled.src.signature.values())[:count]
     return "".join("p" if kind.startswith("*") else letters.get(kind, "?") for kind in kinds)
 

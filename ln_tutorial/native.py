@@ -1,33 +1,34 @@
-"""The backward of small inputs as a C++ autograd node (``csrc/backward_node.cpp``).
+"""Small calls in C++ (``csrc/layer_norm.cpp``): the forward's launch and the backward node.
 
-At the tutorial's small sizes the backward is timed on the host: the autograd
-engine calls a Python ``Function.backward`` on its device thread, and that
-Python (allocations, the launch's arguments) takes longer than the kernel
-(docs/performance.md, runs 51 and 53). Where the backward is one launch,
-``layer_norm`` gives its output a C++ node instead, which allocates and
-launches the same compiled kernel without Python and hands every other case
-back to the Python backward. The gradients are the same bits either way.
+At the tutorial's small sizes the host, not the GPU, decides a layer norm's
+time: in Python the checks, allocations and launch arguments of a forward
+take longer than its kernel, and so does a Python ``Function.backward`` on the
+autograd engine's thread (docs/performance.md, runs 46, 51, 53 and 60). The
+extension takes the common call -- a CUDA tensor with contiguous rows, no
+autocast, the ``"deterministic"`` backward -- in C++: it allocates ``y`` and the
+row statistics, launches the compiled forward kernel and, when a gradient will
+be needed and the backward is one launch, gives ``y`` a C++ autograd node that
+launches the backward kernel without Python. Every other call, and every
+gradient the node cannot take as it is, goes to the Python code, which
+handles (and checks) every case. The results are the same bits either way.
 
-The node is compiled with :func:`torch.utils.cpp_extension.load` the first
-time it is needed (a C++ compiler and ninja are needed; it takes about 20 s
-and is cached). If that fails, a warning says so and ``layer_norm`` keeps
-the Python backward. ``LN_TUTORIAL_NATIVE=0`` turns the node off.
+The extension is compiled with :func:`torch.utils.cpp_extension.load` at the
+first call with a CUDA tensor (a C++ compiler and ninja are needed; it takes
+about 20 s and is cached). If that fails, a warning says so and
+``layer_norm`` stays in Python. ``LN_TUTORIAL_NATIVE=0`` turns it off.
 """
 
-import functools
 import os
 import threading
 import warnings
 from pathlib import Path
-from typing import Optional
 
 import torch
 import triton
-from torch.autograd import forward_ad
 
 from ln_tutorial import launch
 
-#: False turns the C++ node off (the Python ``autograd.Function`` everywhere).
+#: False keeps every call in Python (the ``autograd.Function`` of :mod:`ln_tutorial.function`).
 ENABLED = os.environ.get("LN_TUTORIAL_NATIVE", "1") != "0" and not launch.INTERPRET
 
 _extension = None  # the compiled module, or False after a failed build
@@ -35,7 +36,7 @@ _build_lock = threading.Lock()
 
 
 def extension():
-    """The compiled node's module, built on first use; None if it cannot be built."""
+    """The compiled module, built on first use; None if it cannot be built."""
     global _extension
     if _extension is None:
         with _build_lock:
@@ -49,20 +50,43 @@ def _build():
 
     try:
         module = load(
-            name="ln_tutorial_backward_node",
-            sources=[str(Path(__file__).parent / "csrc" / "backward_node.cpp")],
+            name="ln_tutorial_native",
+            sources=[str(Path(__file__).parent / "csrc" / "layer_norm.cpp")],
             extra_include_paths=[str(Path(triton.__file__).parent / "backends" / "nvidia" / "include")],
             extra_ldflags=["-ldl"],
         )
     except Exception as error:  # no compiler, no ninja, headers that do not match
         warnings.warn(
-            f"ln_tutorial: the C++ backward node could not be built ({type(error).__name__}: {error}); "
-            "small backwards run in Python, which is slower on the host",
-            stacklevel=3,
+            f"ln_tutorial: the C++ extension could not be built ({type(error).__name__}: {error}); "
+            "layer_norm stays in Python, which is slower on the host",
+            stacklevel=4,
         )
         return False
-    module.set_python_backward(_python_backward)
+    module.set_python_side(_python_backward, _forward_plan)
     return module
+
+
+def _first_forward(input, normalized_shape, weight, bias, eps):
+    """``layer_norm(input, normalized_shape, weight, bias, eps)`` in C++ for the common call, else None.
+
+    The first call with a CUDA tensor builds the extension; from then on
+    ``forward`` is the extension's own function (or, if it could not be built,
+    always None).
+    """
+    global forward
+    if not (isinstance(input, torch.Tensor) and input.is_cuda):
+        return None
+    module = extension()
+    forward = module.forward if module is not None else _python_path
+    return forward(input, normalized_shape, weight, bias, eps)
+
+
+def _python_path(*args):
+    return None
+
+
+#: ``layer_norm``'s call in C++, or None where the Python code must take it (see :func:`_first_forward`).
+forward = _first_forward
 
 
 @torch.autograd.function.once_differentiable
@@ -74,62 +98,55 @@ def _python_backward(saved, dy):
     return launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
 
 
-def backward_plan(x: torch.Tensor, weight, bias, strategy: str) -> Optional[launch.BackwardPlan]:
-    """The one-launch plan of this input's backward if the node can take it, else None."""
-    if not ENABLED or strategy != "deterministic" or (weight is None and bias is None):
-        return None
-    if not torch.is_grad_enabled() or forward_ad._current_level >= 0:  # no graph, or forward-mode AD
-        return None
-    tensors = [t for t in (x, weight, bias) if t is not None]
-    if not any(t.requires_grad for t in tensors) or any(t.data_ptr() % 16 for t in tensors):
-        return None
-    m, n = x.shape
-    if m == 0 or n == 0:
-        return None
-    cfg = launch.backward_config(n, x.element_size())
-    plan = launch._backward_plan(m, n, x.dtype, x.get_device(), strategy, cfg, weight is not None, bias is not None)
-    if plan.reduce is not None or extension() is None:  # two launches: the GPU, not the host, decides there
-        return None
-    return plan
+def _forward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_dtype, needs_node):
+    """What the C++ forward launches for a new kind of call; None: the Python code takes such calls.
 
-
-def layer_norm(x, weight, bias, eps: float, plan: launch.BackwardPlan) -> torch.Tensor:
-    """The forward, its output given the C++ node as grad_fn (``plan`` from :func:`backward_plan`)."""
-    device = x.get_device()
-    if device != torch._C._cuda_getDevice():  # Triton compiles and launches for the current device
-        with torch.cuda.device(device):
-            return layer_norm(x, weight, bias, eps, plan)
-    y, mean, rstd = launch.layer_norm_forward(x, weight, bias, eps)  # plain kernels: no graph recorded
-    stream = torch._C._cuda_getCurrentRawStream(device)
-    dtypes = [None if p is None else p.dtype for p in (weight, bias)]
-    node_plan = _node_plan(plan, device, stream, *x.shape, x.stride(0), x.dtype, *dtypes)
-    extension().attach(y, x, weight, bias, mean, rstd, node_plan)
-    return y
-
-
-@functools.lru_cache(maxsize=256)
-def _node_plan(
-    plan: launch.BackwardPlan, device: int, stream: int, m: int, n: int, row_stride: int, dtype, weight_dtype, bias_dtype
-):
-    """The node's ``Plan``: the compiled kernel (compiled now if new) and how to launch it.
-
-    Besides these arguments the kernel depends only on its tensors' alignment,
-    which :func:`backward_plan` and the node check. Empty tensors (address 0,
-    so aligned) of the right dtypes stand in for the node's tensors.
+    Called by the extension, once per kind. Besides these arguments the
+    kernels depend only on their tensors' alignment, which the C++ checks (16
+    bytes). Empty tensors (address 0, so aligned) stand in for the tensors.
     """
+    with torch.cuda.device(device):  # Triton compiles for the current device
+        node = _backward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_dtype) if needs_node else None
+        if needs_node and node is None:
+            return None
+        cfg = launch.forward_config(n, dtype.itemsize)
+        x, stats = _stand_in(dtype, device), _stand_in(launch._torch_compute_dtype(dtype), device)
+        params = _stand_in(weight_dtype, device), _stand_in(bias_dtype, device)
+        rows = () if cfg.looped else (m,)  # the looped kernel takes one row per program and no M
+        args = (x, x, *params, stats, stats, row_stride, n, *rows, n, *launch._split_eps(1e-5))
+        programs = m if cfg.looped else launch.cdiv(m, cfg.block_m)
+        kernel = _kernel(launch._forward_launcher(cfg, dtype), args, device, programs)
+        return None if kernel is None else extension().ForwardPlan(kernel, cfg.looped, node)
 
-    def like(tensor_dtype):
-        return None if tensor_dtype is None else torch.empty(0, dtype=tensor_dtype, device=device)
 
-    x, stats = like(dtype), like(launch._torch_compute_dtype(dtype))
-    weight = like(weight_dtype)
-    grads = [p for p in (weight, like(bias_dtype)) if p is not None]
+def _backward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_dtype):
+    """The node's kernel, or None where the backward is not one launch (no dW/dB to add up, or two launches)."""
+    if weight_dtype is None and bias_dtype is None:
+        return None
+    cfg = launch.backward_config(n, dtype.itemsize)
+    plan = launch._backward_plan(
+        m, n, dtype, device, "deterministic", cfg, weight_dtype is not None, bias_dtype is not None
+    )
+    if plan.reduce is not None:  # two launches: the GPU, not the host, decides there
+        return None
+    x, stats = _stand_in(dtype, device), _stand_in(launch._torch_compute_dtype(dtype), device)
+    weight = _stand_in(weight_dtype, device)
+    grads = [g for g in (weight, _stand_in(bias_dtype, device)) if g is not None]
     barrier = launch._grid_barrier(device, stream)
     # dy and dx stand in as x, the partial rows as the statistics; dy is contiguous (the node checks)
     row_tensors, strides = (x, x, weight, stats, stats, x), (n, row_stride, n)
     args = launch._one_launch_arguments(row_tensors, stats, grads, barrier, strides, m, n, plan)
-    (_, function, (num_warps, _, shared), _, kinds, _), _ = plan.main.entry(args, device)
-    if "?" in kinds:  # a kernel the node cannot launch: it calls the Python backward
-        function, kinds = 0, "c" * len(args)
-    return extension().Plan(function, 32 * num_warps, shared, plan.programs, plan.rows_per_program, kinds, stream,
-                            barrier)  # fmt: skip
+    kernel = _kernel(plan.main, args, device, plan.programs)
+    return None if kernel is None else extension().BackwardPlan(kernel, plan.rows_per_program, stream, barrier)
+
+
+def _stand_in(dtype, device: int):
+    return None if dtype is None else torch.empty(0, dtype=dtype, device=device)
+
+
+def _kernel(launcher: launch.Launcher, args: tuple, device: int, programs: int):
+    """The extension's ``Kernel`` for ``launcher``'s kernel (compiled now if new); None if it cannot launch it."""
+    (_, function, (num_warps, _, shared), _, kinds, _), _ = launcher.entry(args, device)
+    if "?" in kinds:
+        return None
+    return extension().Kernel(function, 32 * num_warps, shared, programs, kinds)

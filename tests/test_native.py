@@ -1,5 +1,6 @@
-"""The C++ backward node (ln_tutorial.native): taken where the backward is one launch, the same bits
-as the Python backward, and the Python backward wherever the node cannot launch by itself."""
+"""The C++ extension (ln_tutorial.native): its forward takes the common call and gives the Python
+path's bits; its backward node is taken where the backward is one launch, gives the Python backward's
+bits, and hands everything it cannot launch by itself back to Python."""
 
 import pytest
 import torch
@@ -9,6 +10,11 @@ from ln_tutorial import layer_norm, native
 
 pytestmark = pytest.mark.gpu
 NODE, FUNCTION = "LayerNormBackward", "LayerNormFunctionBackward"
+
+
+def _launches():
+    """Kernels launched from C++ so far: (forwards, backwards)."""
+    return native.extension().launches()
 
 
 def _leaves(m, n, dtype=torch.float16, params="wb", param_dtype=None):
@@ -58,9 +64,9 @@ def test_node_gives_the_python_backwards_bits(monkeypatch, m, n, dtype, params, 
     x, w, b = _leaves(m, n, dtype, params, param_dtype)
     dy = torch.randn_like(x)
     _backward(x, w, b, dy)  # the first call compiles the kernels
-    launched = native.extension().launches()
+    launched = _launches()
     name, *node = _backward(x, w, b, dy)
-    assert name == NODE and native.extension().launches() == launched + 1  # launched without Python
+    assert name == NODE and _launches() == (launched[0] + 1, launched[1] + 1)  # launched without Python
     monkeypatch.setattr(native, "ENABLED", False)
     _, *python = _backward(x, w, b, dy)
     for got, want in zip(node, python):
@@ -78,7 +84,7 @@ def test_node_launches_first_in_a_fresh_process():
         "y = layer_norm(x, (256,), w, b)\n"
         "assert y.grad_fn.name() == 'LayerNormBackward'\n"
         "y.backward(torch.ones_like(y))\n"
-        "assert native.extension().launches() == 1, native.extension().launches()\n"
+        "assert native.extension().launches() == (1, 1), native.extension().launches()\n"
         "torch.testing.assert_close(b.grad, torch.full_like(b, 64.0))\n"
     )
     run_without_interpreter(code)
@@ -88,9 +94,9 @@ def test_node_hands_other_gradients_to_python(monkeypatch):
     x, w, b = _leaves(1024, 1024)
     dy = torch.randn(1024, 1024, device="cuda", dtype=torch.float16).t()  # not contiguous
     _backward(x, w, b, dy)
-    launched = native.extension().launches()
+    launched = _launches()[1]
     name, *node = _backward(x, w, b, dy)
-    assert name == NODE and native.extension().launches() == launched
+    assert name == NODE and _launches()[1] == launched
     monkeypatch.setattr(native, "ENABLED", False)
     _, *python = _backward(x, w, b, dy)
     assert all(torch.equal(a, c) for a, c in zip(node, python))
@@ -132,3 +138,111 @@ def test_node_in_a_cuda_graph():
         graph.replay()
         torch.cuda.synchronize()
         assert all(torch.equal(a, c) for a, c in zip(captured, eager))
+
+
+def _forward_both_ways(monkeypatch, x, w, b, dy, **kwargs):
+    """y and the gradients from C++ (with the number of forwards it launched), then from Python."""
+    normalized_shape, results = (x.shape[-1],), []
+    for enabled in (True, False):
+        monkeypatch.setattr(native, "ENABLED", enabled)
+        leaves = [None if t is None else t.detach().requires_grad_(t.requires_grad) for t in (x, w, b)]
+        layer_norm(*leaves[:1], normalized_shape, *leaves[1:], **kwargs)  # compiles, makes the plan
+        launched = _launches()[0]
+        y = layer_norm(leaves[0], normalized_shape, *leaves[1:], **kwargs)
+        forwards = _launches()[0] - launched
+        if y.requires_grad:
+            y.backward(dy)
+        grads = [None if t is None or not t.requires_grad else t.grad for t in leaves]
+        results.append((forwards, y, grads))
+    return results
+
+
+@pytest.mark.parametrize(
+    "shape, dtype, params, grad",
+    [
+        ((4096, 1024), torch.float16, "wb", True),  # the tutorial's smallest sweep point
+        ((2, 3, 640), torch.bfloat16, "wb", True),  # batch x sequence x hidden: y and dx keep the shape
+        ((3, 40000), torch.float16, "wb", True),  # 80 KB rows: the looped kernel, which takes no M
+        ((300, 2000), torch.float16, "wb32", True),  # float32 parameters with a half input
+        ((100, 777), torch.float64, "w", True),  # float64: eps split in two float32 halves
+        ((64, 256), torch.float32, "", False),  # no parameters, no gradient (with one: Python, no dW/dB to sum)
+        ((1, 16384), torch.bfloat16, "wb", False),  # one row (M is a constant of the kernel), no gradient
+        ((5,), torch.float32, "b", True),  # one dimension: one row
+    ],
+)
+def test_forward_gives_the_python_paths_bits(monkeypatch, shape, dtype, params, grad):
+    x = torch.randn(*shape, device="cuda", dtype=dtype).requires_grad_(grad)
+    n, param_dtype = shape[-1], torch.float32 if "32" in params else dtype
+    w = torch.rand(n, device="cuda", dtype=param_dtype).requires_grad_(grad) if "w" in params else None
+    b = torch.randn(n, device="cuda", dtype=param_dtype).requires_grad_(grad) if "b" in params else None
+    (forwards, *ours), (_, *python) = _forward_both_ways(monkeypatch, x, w, b, torch.randn_like(x), eps=1e-6)
+    assert forwards == 1
+    assert ours[0].shape == x.shape and ours[0].requires_grad == grad
+    assert torch.equal(ours[0], python[0])
+    for got, want in zip(ours[1], python[1]):
+        assert (got is None and want is None) or torch.equal(got, want)
+
+
+def test_forward_takes_rows_of_a_strided_view(monkeypatch):
+    """Rows 1536 elements apart (a column slice) need no copy: the kernels take the row stride."""
+    x = torch.randn(512, 1536, device="cuda", dtype=torch.float16)[:, :1024].requires_grad_()
+    w, b = (torch.rand(1024, device="cuda", dtype=torch.float16).requires_grad_() for _ in range(2))
+    dy = torch.randn(512, 1024, device="cuda", dtype=torch.float16)
+    (forwards, *ours), (_, *python) = _forward_both_ways(monkeypatch, x, w, b, dy)
+    assert forwards == 1 and x.stride(0) == 1536
+    assert torch.equal(ours[0], python[0]) and all(torch.equal(a, c) for a, c in zip(ours[1], python[1]))
+
+
+class _Subclass(torch.Tensor):
+    pass
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "transposed",  # rows not contiguous: Python makes them so
+        "two dims normalized",  # normalized_shape of two dimensions
+        "integer eps",  # eps=0: Python converts it
+        "lock",  # the lock strategy's backward
+        "autocast",  # autocast: float32, as torch
+        "subclass",  # a tensor subclass: its own dispatch
+        "misaligned",  # 16-byte alignment, which the compiled kernels assume
+    ],
+)
+def test_forward_leaves_other_calls_to_python(case):
+    x = torch.randn(64, 256, device="cuda", dtype=torch.float16)
+    w = torch.rand(256, device="cuda", dtype=torch.float16)
+    shape, kwargs = (256,), {}
+    if case == "transposed":
+        x = torch.randn(256, 64, device="cuda", dtype=torch.float16).t()
+    elif case == "two dims normalized":
+        x, w, shape = x.view(64, 16, 16), w.view(16, 16), (16, 16)
+    elif case == "integer eps":
+        kwargs["eps"] = 0
+    elif case == "lock":
+        kwargs["backward_strategy"] = "lock"
+    elif case == "subclass":
+        x = x.as_subclass(_Subclass)
+    elif case == "misaligned":
+        x = torch.randn(64 * 256 + 1, device="cuda", dtype=torch.float16)[1:].view(64, 256)
+    layer_norm(torch.randn(8, 8, device="cuda"), (8,))  # the extension is built
+    launched = _launches()[0]
+    with torch.autocast("cuda", enabled=case == "autocast"):
+        y = layer_norm(x, shape, w, **kwargs)
+        want = torch.nn.functional.layer_norm(x, shape, w, eps=kwargs.get("eps", 1e-5))
+    assert _launches()[0] == launched
+    assert y.dtype == want.dtype and y.shape == want.shape
+    torch.testing.assert_close(y.float(), want.float(), atol=2e-3, rtol=2e-3)
+
+
+def test_node_of_a_3d_input_hands_a_strided_gradient_to_python(monkeypatch):
+    """The node's Python fallback works on (M, N) rows and gives dx back in the input's shape."""
+    x, w, b = _leaves(2 * 64, 512)
+    x = x.detach().view(2, 64, 512).requires_grad_()
+    dy = torch.randn(2, 512, 64, device="cuda", dtype=torch.float16).transpose(1, 2)  # not contiguous
+    launched = _launches()[1]
+    name, *node = _backward(x, w, b, dy)
+    assert name == NODE and _launches()[1] == launched and node[0].shape == x.shape
+    monkeypatch.setattr(native, "ENABLED", False)
+    _, *python = _backward(x, w, b, dy)
+    assert all(torch.equal(a, c) for a, c in zip(node, python))
