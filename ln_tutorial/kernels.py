@@ -94,7 +94,8 @@ def layer_norm_fwd_looped_kernel(
     BLOCK_N: tl.constexpr,  # columns handled per loop step
     COMPUTE: tl.constexpr,  # accumulation dtype
 ):
-    """Rows too wide for registers: one row per program, two sweeps over it.
+    """Rows too wide for registers (or that registers would pad by a third or more, see
+    ``launch.forward_config``): one row per program, two sweeps over it.
 
     The first sweep accumulates Σ(x - s) and Σ(x - s)² around a shift ``s``,
     the mean of the first block. Shifting by a value close to the mean keeps

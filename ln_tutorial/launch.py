@@ -70,6 +70,11 @@ class BackwardConfig(NamedTuple):
 # 32 warps (8192 with 16 warps: 1303 instead of 1526 GB/s at 2048 x 65536).
 FORWARD_TABLE = {2048: (8, 4), 4096: (2, 8), 8192: (2, 16), 16384: (1, 16), 32768: (1, 8), 65536: (1, 32)}
 FORWARD_LOOPED = ForwardConfig(True, 1, 16384, 32)
+# Half-precision rows of 8193 to 12287 values: padded to 16384 for registers, a
+# quarter to a half of the lanes idle; a loop over 2048-value steps idles none
+# (run 61: 2528 against 2197 GB/s at 4096 x 8704, 2520 against 2321 at 9216;
+# even at 12288, 2657 against 2631; fused wins at 16384, 2886 against 2443).
+FORWARD_PADDED_LOOPED = ForwardConfig(True, 1, 2048, 8)
 BACKWARD_TABLE = {
     2048: (4, 4, 1, 4, False), 4096: (4, 8, 1, 3, False), 8192: (2, 8, 1, 3, False), 16384: (1, 16, 1, 3, False),
     32768: (1, 8, 1, 1, True),
@@ -84,6 +89,8 @@ def forward_config(n: int, element_size: int) -> ForwardConfig:
     row_bytes = block_n * element_size
     if row_bytes > MAX_FUSED_FWD_BYTES:
         return FORWARD_LOOPED
+    if element_size == 2 and row_bytes == 32768 and 4 * n < 3 * block_n:  # rows padded by a third or more
+        return FORWARD_PADDED_LOOPED
     if row_bytes < 2048:  # tiny rows: pack them into ~8 KB tiles
         return ForwardConfig(False, min(64, 8192 // row_bytes), block_n, 4)
     block_m, num_warps = FORWARD_TABLE[row_bytes]
@@ -420,7 +427,7 @@ def layer_norm_backward(
             _backward_plan.cache_clear()
             return layer_norm_backward(dy, x, weight, bias, mean, rstd, strategy, config)
     elif not cfg.looped:  # persistent: `programs` programs, rows_per_program rows each
-        plan.main((plan.programs,), *row_tensors, partial, *strides, m, n, plan.rows_per_program)
+        plan.main((plan.programs,), *_persistent_arguments(row_tensors, partial, strides, m, n, plan))
     else:  # wide rows: dx one row per program, then dW/dB on a (column block, row group) grid
         plan.main((m,), *row_tensors, *strides, n)
         if params:
@@ -434,18 +441,26 @@ def layer_norm_backward(
         # Second stage: add the partial rows in a fixed order, dW/dB in parallel programs.
         # Separate allocations: outputs of the torch.library backward op must not alias.
         grads = [torch.empty_like(p) for p in params]
-        plan.reduce((cdiv(n, REDUCE_BLOCK_N), len(params)), partial, grads[0], grads[-1], plan.programs, n)
+        plan.reduce((cdiv(n, REDUCE_BLOCK_N), len(params)), *_reduce_arguments(partial, grads, n, plan))
     return dx, grads[0] if has_dw else None, grads[-1] if has_db else None
 
 
-def _one_launch_arguments(row_tensors, partial, grads, barrier, strides, m: int, n: int, plan) -> tuple:
-    """The one-launch kernel's arguments before its compile-time ones, in order.
+# The backward kernels' arguments before their compile-time ones, in order, for
+# the launches here and the C++ backward node's (which passes the same arguments
+# in the same order, csrc/layer_norm.cpp). ``grads`` holds dW and/or dB: the
+# kernels' DW and DB are its first and last, the same tensor when there is one.
 
-    ``grads`` holds dW and/or dB (the kernel's DW and DB are its first and last:
-    the same tensor when there is one). The C++ backward node passes the same
-    arguments in the same order (``csrc/backward_node.cpp``).
-    """
+
+def _one_launch_arguments(row_tensors, partial, grads, barrier, strides, m: int, n: int, plan) -> tuple:
     return (*row_tensors, partial, grads[0], grads[-1], barrier, *strides, m, n, plan.rows_per_program)
+
+
+def _persistent_arguments(row_tensors, partial, strides, m: int, n: int, plan) -> tuple:
+    return (*row_tensors, partial, *strides, m, n, plan.rows_per_program)
+
+
+def _reduce_arguments(partial, grads, n: int, plan) -> tuple:
+    return partial, grads[0], grads[-1], plan.programs, n
 
 
 class BackwardPlan(NamedTuple):

@@ -115,19 +115,19 @@ def _forward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_dt
         rows = () if cfg.looped else (m,)  # the looped kernel takes one row per program and no M
         args = (x, x, *params, stats, stats, row_stride, n, *rows, n, *launch._split_eps(1e-5))
         programs = m if cfg.looped else launch.cdiv(m, cfg.block_m)
-        kernel = _kernel(launch._forward_launcher(cfg, dtype), args, device, programs)
+        kernel = _kernel(launch._forward_launcher(cfg, dtype), args, device, (programs, 1))
         return None if kernel is None else extension().ForwardPlan(kernel, cfg.looped, node)
 
 
 def _backward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_dtype):
-    """The node's kernel, or None where the backward is not one launch (no dW/dB to add up, or two launches)."""
+    """The node's kernels; None for rows too wide for registers, or no dW/dB to add up (Python then)."""
     if weight_dtype is None and bias_dtype is None:
         return None
     cfg = launch.backward_config(n, dtype.itemsize)
     plan = launch._backward_plan(
         m, n, dtype, device, "deterministic", cfg, weight_dtype is not None, bias_dtype is not None
     )
-    if plan.reduce is not None:  # two launches: the GPU, not the host, decides there
+    if plan.dwdb is not None:  # wide rows: three launches, and the GPU, not the host, decides there
         return None
     x, stats = _stand_in(dtype, device), _stand_in(launch._torch_compute_dtype(dtype), device)
     weight = _stand_in(weight_dtype, device)
@@ -135,18 +135,28 @@ def _backward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_d
     barrier = launch._grid_barrier(device, stream)
     # dy and dx stand in as x, the partial rows as the statistics; dy is contiguous (the node checks)
     row_tensors, strides = (x, x, weight, stats, stats, x), (n, row_stride, n)
-    args = launch._one_launch_arguments(row_tensors, stats, grads, barrier, strides, m, n, plan)
-    kernel = _kernel(plan.main, args, device, plan.programs)
-    return None if kernel is None else extension().BackwardPlan(kernel, plan.rows_per_program, stream, barrier)
+    if plan.reduce is None:
+        args = launch._one_launch_arguments(row_tensors, stats, grads, barrier, strides, m, n, plan)
+        reduce = None
+    else:
+        args = launch._persistent_arguments(row_tensors, stats, strides, m, n, plan)
+        sums = launch._reduce_arguments(stats, grads, n, plan)
+        reduce = _kernel(plan.reduce, sums, device, (launch.cdiv(n, launch.REDUCE_BLOCK_N), len(grads)))
+        if reduce is None:
+            return None
+    kernel = _kernel(plan.main, args, device, (plan.programs, 1))
+    if kernel is None:
+        return None
+    return extension().BackwardPlan(kernel, reduce, plan.rows_per_program, stream, barrier)
 
 
 def _stand_in(dtype, device: int):
     return None if dtype is None else torch.empty(0, dtype=dtype, device=device)
 
 
-def _kernel(launcher: launch.Launcher, args: tuple, device: int, programs: int):
+def _kernel(launcher: launch.Launcher, args: tuple, device: int, grid: tuple):
     """The extension's ``Kernel`` for ``launcher``'s kernel (compiled now if new); None if it cannot launch it."""
     (_, function, (num_warps, _, shared), _, kinds, _), _ = launcher.entry(args, device)
     if "?" in kinds:
         return None
-    return extension().Kernel(function, 32 * num_warps, shared, programs, kinds)
+    return extension().Kernel(function, 32 * num_warps, shared, *grid, kinds)

@@ -20,6 +20,7 @@ SHAPES = [
     pytest.param((1, 1000), id="M1"),  # a single row
     pytest.param((4096, 4096), id="4096x4096", marks=gpu),
     pytest.param((1000, 12345), id="1000x12345", marks=gpu),  # odd, between table rows
+    pytest.param((300, 9000), id="300x9000", marks=gpu),  # half precision: a loop rather than padding to 16384
     pytest.param((64, 65536), id="64x65536", marks=gpu),  # widest fused row
     pytest.param((16, 100003), id="16x100003", marks=gpu),  # looped path, prime N
 ]

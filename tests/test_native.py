@@ -1,6 +1,6 @@
 """The C++ extension (ln_tutorial.native): its forward takes the common call and gives the Python
-path's bits; its backward node is taken where the backward is one launch, gives the Python backward's
-bits, and hands everything it cannot launch by itself back to Python."""
+path's bits; its backward node is taken where rows fit in registers (one launch or two), gives the
+Python backward's bits, and hands everything it cannot launch by itself back to Python."""
 
 import pytest
 import torch
@@ -35,14 +35,16 @@ def _backward(x, w, b, dy, **kwargs):
     return y.grad_fn.name(), *(None if t is None else t.grad.clone() for t in (x, w, b))
 
 
-def test_node_is_taken_where_the_backward_is_one_launch(monkeypatch):
+def test_node_is_taken_where_rows_fit_in_registers(monkeypatch):
     x, w, b = _leaves(256, 512)
     dy = torch.randn_like(x)
     assert _backward(x, w, b, dy)[0] == NODE
     assert _backward(x, w, b, dy, backward_strategy="lock")[0] == FUNCTION
-    assert _backward(x, None, None, dy)[0] == FUNCTION  # no dW/dB: no grid-wide sum to make
-    big = _leaves(8192, 4096, torch.float32)  # 128 MB: two launches, the GPU decides
-    assert _backward(*big, torch.randn_like(big[0]))[0] == FUNCTION
+    assert _backward(x, None, None, dy)[0] == FUNCTION  # no dW/dB: no sum over rows to make
+    big = _leaves(8192, 4096, torch.float32)  # 128 MB: two launches, both from the node
+    assert _backward(*big, torch.randn_like(big[0]))[0] == NODE
+    wide = _leaves(4, 40000)  # 80 KB rows: the looped kernels, three launches, from Python
+    assert _backward(*wide, torch.randn_like(wide[0]))[0] == FUNCTION
     with torch.no_grad():
         assert layer_norm(x, (512,), w, b).grad_fn is None
     monkeypatch.setattr(native, "ENABLED", False)
@@ -58,6 +60,8 @@ def test_node_is_taken_where_the_backward_is_one_launch(monkeypatch):
         (300, 2000, torch.float16, "wb", torch.float32),  # mixed precision: float32 parameters
         (100, 777, torch.float64, "wb", None),  # float64: float64 sums
         (1, 16384, torch.bfloat16, "wb", None),  # one row, 32 KB wide
+        (4096, 9216, torch.float16, "wb", None),  # 72 MB: two launches (persistent kernel, then the sums)
+        (8192, 4096, torch.float32, "w", None),  # 128 MB, weight only: two launches
     ],
 )
 def test_node_gives_the_python_backwards_bits(monkeypatch, m, n, dtype, params, param_dtype):
@@ -162,7 +166,7 @@ def _forward_both_ways(monkeypatch, x, w, b, dy, **kwargs):
     [
         ((4096, 1024), torch.float16, "wb", True),  # the tutorial's smallest sweep point
         ((2, 3, 640), torch.bfloat16, "wb", True),  # batch x sequence x hidden: y and dx keep the shape
-        ((3, 40000), torch.float16, "wb", True),  # 80 KB rows: the looped kernel, which takes no M
+        ((3, 40000), torch.float16, "wb", False),  # 80 KB rows: the looped kernel, which takes no M
         ((300, 2000), torch.float16, "wb32", True),  # float32 parameters with a half input
         ((100, 777), torch.float64, "w", True),  # float64: eps split in two float32 halves
         ((64, 256), torch.float32, "", False),  # no parameters, no gradient (with one: Python, no dW/dB to sum)

@@ -35,6 +35,9 @@ def forward_candidates(n, size):
     if n >= 16384:
         for step, warps in itertools.product((8192, 16384), (16, 32)):
             yield launch.ForwardConfig(True, 1, step, warps)
+    elif n > 8192 and block_n > n:  # padded rows: a loop over the row wastes no lanes
+        for step, warps in itertools.product((2048, 4096, 8192), (4, 8, 16)):
+            yield launch.ForwardConfig(True, 1, step, warps)
 
 
 def backward_candidates(n, size):
@@ -45,6 +48,9 @@ def backward_candidates(n, size):
             if 8 <= per_thread <= 32 and block_m * block_n <= 16384:
                 for per_sm, stages in BACKWARD_GRIDS:
                     yield launch.BackwardConfig(False, block_m, block_n, warps, per_sm, stages)
+    if block_n * size == 32768:  # the widest fused rows: also read each tile twice (reload)
+        for warps, stages, reload in itertools.product((8, 16), (1, 2, 3), (False, True)):
+            yield launch.BackwardConfig(False, 1, block_n, warps, 1, stages, reload)
     if n >= 16384:
         for step, stages in itertools.product((4096, 8192), (1, 2, 3)):
             yield launch.BackwardConfig(True, 16, step, 16, 1, stages)
@@ -69,10 +75,17 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--rep", type=int, default=40)
     parser.add_argument("--max-n", type=int, default=1 << 30, help="only rows up to this length")
+    parser.add_argument("--shapes", help="instead of SHAPES, e.g. float16:4096x2048,bfloat16:16384x4096")
     args = parser.parse_args()
+    shapes_by_dtype = SHAPES
+    if args.shapes:
+        shapes_by_dtype = {}
+        for item in args.shapes.split(","):
+            name, shape = item.split(":")
+            shapes_by_dtype.setdefault(getattr(torch, name), []).append(tuple(map(int, shape.split("x"))))
     writer = csv.writer(open(args.out, "w", newline=""))
     writer.writerow(["mode", "dtype", "M", "N", "config", "gbps", "is_default"])
-    for dtype, shapes in SHAPES.items():
+    for dtype, shapes in shapes_by_dtype.items():
         for m, n in [s for s in shapes if s[1] <= args.max_n]:
             x = torch.randn(m, n, device="cuda", dtype=dtype)
             w, b = torch.randn(n, device="cuda", dtype=dtype), torch.randn(n, device="cuda", dtype=dtype)

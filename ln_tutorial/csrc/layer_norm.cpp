@@ -12,10 +12,11 @@
 //   takes its Python path, which handles (and checks) every case. What to launch for a new
 //   kind of call (shape, dtypes, device, stream) is asked of Python once
 //   (ln_tutorial.native._forward_plan) and kept here.
-// * LayerNormBackward does what the Python backward does in the one-launch case -- allocate
-//   dx, the dW/dB partial rows and dW/dB, launch the compiled Triton kernel -- without
-//   Python. Anything else (double backward, a non-contiguous or misaligned gradient, another
-//   stream, a grid the driver refuses) is handed back to the Python backward.
+// * LayerNormBackward does what the Python backward does for rows held in registers (a
+//   weight or bias, the deterministic strategy) -- allocate dx, the dW/dB partial rows and
+//   dW/dB, launch the compiled Triton kernels (one, or two past launch.ONE_LAUNCH_MAX_BYTES)
+//   -- without Python. Anything else (double backward, a non-contiguous or misaligned
+//   gradient, another stream, a grid the driver refuses) is handed back to the Python backward.
 //
 // Kernel parameters are laid out as Triton's launcher lays them out: the arguments that are
 // not compile-time constants, in order, then the global and profile scratch pointers (both
@@ -35,6 +36,7 @@
 #include <array>
 #include <atomic>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -111,14 +113,16 @@ class ContextGuard {
 
 // One compiled Triton kernel and its launch configuration, made once per kind of call.
 struct Kernel {
-  Kernel(int64_t function, int64_t threads, int64_t shared, int64_t programs, std::string kinds)
-      : function(function), threads(threads), shared(shared), programs(programs), kinds(std::move(kinds)) {
+  Kernel(int64_t function, int64_t threads, int64_t shared, int64_t programs, int64_t programs_y, std::string kinds)
+      : function(function), threads(threads), shared(shared), programs(programs), programs_y(programs_y),
+        kinds(std::move(kinds)) {
     TORCH_CHECK(this->kinds.size() <= kMaxArguments, "ln_tutorial: a kernel with too many arguments");
   }
   int64_t function;   // CUfunction, 0 if it cannot be launched from here
   int64_t threads;    // per program: 32 * num_warps
   int64_t shared;     // bytes of dynamic shared memory
-  int64_t programs;   // the grid
+  int64_t programs;   // the grid: programs x programs_y
+  int64_t programs_y;
   std::string kinds;  // per argument: p pointer, i int32, l int64, f float32, c compile-time constant
 
   // Launch with `values` (one per argument; pointers as addresses, a float32 as its bits).
@@ -145,7 +149,8 @@ struct Kernel {
     attribute.value.cooperative = 1;
     CUlaunchConfig config = {};
     config.gridDimX = static_cast<unsigned>(programs);
-    config.gridDimY = config.gridDimZ = 1;
+    config.gridDimY = static_cast<unsigned>(programs_y);
+    config.gridDimZ = 1;
     config.blockDimX = static_cast<unsigned>(threads);
     config.blockDimY = config.blockDimZ = 1;
     config.sharedMemBytes = static_cast<unsigned>(shared);
@@ -175,12 +180,16 @@ py::object* python_backward = nullptr;
 py::object* python_forward_plan = nullptr;
 std::atomic<int64_t> forward_launches{0}, backward_launches{0};  // launched from here (read by the tests)
 
-// The backward node's kernel, made once per shape and stream (native.py).
+// The backward node's kernels, made once per shape and stream (native.py).
 struct BackwardPlan {
-  BackwardPlan(Kernel kernel, int64_t rows_per_program, int64_t stream, at::Tensor barrier)
-      : kernel(std::move(kernel)), rows_per_program(rows_per_program), stream(reinterpret_cast<void*>(stream)),
-        barrier(std::move(barrier)) {}
-  Kernel kernel;  // layer_norm_bwd_one_launch_kernel, a cooperative grid
+  BackwardPlan(Kernel kernel, std::optional<Kernel> reduce, int64_t rows_per_program, int64_t stream,
+               at::Tensor barrier)
+      : kernel(std::move(kernel)), reduce(std::move(reduce)), rows_per_program(rows_per_program),
+        stream(reinterpret_cast<void*>(stream)), barrier(std::move(barrier)) {}
+  // layer_norm_bwd_one_launch_kernel (a cooperative grid), or, past launch.ONE_LAUNCH_MAX_BYTES,
+  // layer_norm_bwd_persistent_kernel followed by partial_sum_kernel (reduce)
+  Kernel kernel;
+  std::optional<Kernel> reduce;
   int64_t rows_per_program;
   void* stream;        // the forward's stream, which the barrier belongs to
   at::Tensor barrier;  // state of kernels.grid_barrier for that stream
@@ -223,18 +232,29 @@ struct LayerNormBackward : public torch::autograd::Node {
     at::Tensor partial = at::empty({sets, plan_->kernel.programs, n}, mean.options());
     at::Tensor dw = weight.defined() ? at::empty_like(weight) : at::Tensor();
     at::Tensor db = bias.defined() ? at::empty_like(bias) : at::Tensor();
-    const at::Tensor& first = dw.defined() ? dw : db;  // the kernel's DW and DB, as the Python backward passes them
+    const at::Tensor& first = dw.defined() ? dw : db;  // the kernels' DW and DB, as the Python backward passes them
     const at::Tensor& last = db.defined() ? db : dw;
-    // The order of launch._one_launch_arguments, which the Python backward uses.
-    const std::array<uint64_t, 16> values = {
-        address(dy), address(x), address(weight), address(mean), address(rstd), address(dx), address(partial),
-        address(first), address(last), address(plan_->barrier), uint64_t(n), uint64_t(row_stride(x)),
-        uint64_t(n), uint64_t(m), uint64_t(n), uint64_t(plan_->rows_per_program)};
-    const CUresult status = plan_->kernel.launch(values.data(), plan_->stream, x.get_device(), true);
-    if (status == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE) {  // the Python backward falls back to two launches
-      return in_python(dy, x, weight, bias, mean, rstd);
+    const int device = x.get_device();
+    const uint64_t rows = address(dy), x_rows = address(x), programs = plan_->kernel.programs;
+    const uint64_t stride = row_stride(x), rows_per_program = plan_->rows_per_program;
+    if (plan_->reduce) {  // the orders of launch._persistent_arguments and launch._reduce_arguments
+      const std::array<uint64_t, 13> values = {
+          rows, x_rows, address(weight), address(mean), address(rstd), address(dx), address(partial),
+          uint64_t(n), stride, uint64_t(n), uint64_t(m), uint64_t(n), rows_per_program};
+      check(plan_->kernel.launch(values.data(), plan_->stream, device, false), "launching the backward kernel");
+      const std::array<uint64_t, 5> sums = {address(partial), address(first), address(last), programs, uint64_t(n)};
+      check(plan_->reduce->launch(sums.data(), plan_->stream, device, false), "launching the dW/dB sum");
+    } else {  // the order of launch._one_launch_arguments
+      const std::array<uint64_t, 16> values = {
+          rows, x_rows, address(weight), address(mean), address(rstd), address(dx), address(partial),
+          address(first), address(last), address(plan_->barrier), uint64_t(n), stride, uint64_t(n), uint64_t(m),
+          uint64_t(n), rows_per_program};
+      const CUresult status = plan_->kernel.launch(values.data(), plan_->stream, device, true);
+      if (status == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE) {  // the Python backward falls back to two launches
+        return in_python(dy, x, weight, bias, mean, rstd);
+      }
+      check(status, "launching the backward kernel");
     }
-    TORCH_CHECK(status == CUDA_SUCCESS, "ln_tutorial: launching the backward kernel failed with CUDA error ", status);
     ++backward_launches;
     return {dx, dw, db};
   }
@@ -434,9 +454,9 @@ void set_python_side(py::object backward, py::object forward_plan) {
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
-  py::class_<Kernel>(module, "Kernel").def(py::init<int64_t, int64_t, int64_t, int64_t, std::string>());
+  py::class_<Kernel>(module, "Kernel").def(py::init<int64_t, int64_t, int64_t, int64_t, int64_t, std::string>());
   py::class_<BackwardPlan, std::shared_ptr<BackwardPlan>>(module, "BackwardPlan")
-      .def(py::init<Kernel, int64_t, int64_t, at::Tensor>());
+      .def(py::init<Kernel, std::optional<Kernel>, int64_t, int64_t, at::Tensor>());
   py::class_<ForwardPlan, std::shared_ptr<ForwardPlan>>(module, "ForwardPlan")
       .def(py::init<Kernel, bool, std::shared_ptr<BackwardPlan>>());
   module.def("forward", &forward);
