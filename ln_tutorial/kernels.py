@@ -88,7 +88,7 @@ def layer_norm_fwd_looped_kernel(
     RSTD,  # per-row reciprocal standard deviation, (M,), COMPUTE dtype
     stride_x,  # elements between two rows of X
     stride_y,  # elements between two rows of Y
-    N,  # number of columns; larger than BLOCK_N
+    N,  # number of columns; usually more than BLOCK_N
     eps,  # added to the variance (rounded to float32 by Triton)
     eps_lo,  # eps minus its float32 rounding
     BLOCK_N: tl.constexpr,  # columns handled per loop step
@@ -98,9 +98,10 @@ def layer_norm_fwd_looped_kernel(
     ``launch.forward_config``): one row per program, two sweeps over it.
 
     The first sweep accumulates Σ(x - s) and Σ(x - s)² around a shift ``s``,
-    the mean of the first block. Shifting by a value close to the mean keeps
-    ``var = E[(x-s)²] - E[x-s]²`` from cancelling. The second sweep re-reads
-    the row (mostly from L2) and writes ``y``.
+    the mean of the first block (or of the row, if shorter). Shifting by a
+    value close to the mean keeps ``var = E[(x-s)²] - E[x-s]²`` from
+    cancelling. The second sweep re-reads the row (mostly from L2) and
+    writes ``y``.
     """
     inv_n = reciprocal(N, COMPUTE)
     row = tl.program_id(0).to(tl.int64)
@@ -108,7 +109,9 @@ def layer_norm_fwd_looped_kernel(
     y_row = Y + row * stride_y
     cols = tl.arange(0, BLOCK_N)
 
-    shift = tl.sum(tl.load(x_row + cols).to(COMPUTE), axis=0) / BLOCK_N
+    # Masked: a float64 row of 8193 to 16383 values is looped but shorter than one step.
+    first = tl.load(x_row + cols, mask=cols < N, other=0.0).to(COMPUTE)
+    shift = tl.sum(first, axis=0) / tl.minimum(N, BLOCK_N)
     sum_dev = tl.zeros([BLOCK_N], dtype=COMPUTE)
     sum_sq_dev = tl.zeros([BLOCK_N], dtype=COMPUTE)
     for start in range(0, N, BLOCK_N):

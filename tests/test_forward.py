@@ -115,6 +115,16 @@ def _mixed_on_gpu(x, weight, bias):
     return ours
 
 
+def test_looped_forward_reads_only_the_row():
+    """A float64 row of 8193 to 16383 values is looped in one step longer than the row:
+    nothing past the row's end may be read (here: huge values just past it)."""
+    buf = torch.full((3, 16384), 1e300, dtype=torch.float64, device=DEVICE)
+    buf[:, :9000] = torch.randn(3, 9000, dtype=torch.float64, device=DEVICE)
+    x = buf[:, :9000]
+    assert launch.forward_config(9000, 8).looped
+    torch.testing.assert_close(layer_norm(x, (9000,)), F.layer_norm(x, (9000,)))
+
+
 def test_eps_is_used():
     x = torch.randn(4, 16, device=DEVICE) * 1e-3
     for eps in (1e-5, 1.0):
