@@ -70,11 +70,13 @@ class BackwardConfig(NamedTuple):
 # 32 warps (8192 with 16 warps: 1303 instead of 1526 GB/s at 2048 x 65536).
 FORWARD_TABLE = {2048: (8, 4), 4096: (2, 8), 8192: (2, 16), 16384: (1, 16), 32768: (1, 8), 65536: (1, 32)}
 FORWARD_LOOPED = ForwardConfig(True, 1, 16384, 32)
-# Half-precision rows of 8193 to 12287 values: padded to 16384 for registers, a
-# quarter to a half of the lanes idle; a loop over 2048-value steps idles none
-# (run 61: 2528 against 2197 GB/s at 4096 x 8704, 2520 against 2321 at 9216;
-# even at 12288, 2657 against 2631; fused wins at 16384, 2886 against 2443).
-FORWARD_PADDED_LOOPED = ForwardConfig(True, 1, 2048, 8)
+# Half-precision rows that the table's power-of-two tiles pad, by padded row bytes:
+# (configuration, the longest row it takes). 2049 to 4095 values: 8 warps rather than
+# 16 (run 63: 1989 against 1741 GB/s at 4096 x 2560, 2227 against 2131 at 3584).
+# 8193 to 12287: a quarter to a half of the lanes would idle; a loop over 2048-value
+# steps idles none (run 61: 2528 against 2197 at 4096 x 8704, 2520 against 2321 at
+# 9216; at 12288 2657 against 2631; at 16384 the fused kernel wins, 2886 against 2443).
+FORWARD_PADDED = {8192: (ForwardConfig(False, 2, 4096, 8), 4095), 32768: (ForwardConfig(True, 1, 2048, 8), 12287)}
 BACKWARD_TABLE = {
     2048: (4, 4, 1, 4, False), 4096: (4, 8, 1, 3, False), 8192: (2, 8, 1, 3, False), 16384: (1, 16, 1, 3, False),
     32768: (1, 8, 1, 1, True),
@@ -89,8 +91,9 @@ def forward_config(n: int, element_size: int) -> ForwardConfig:
     row_bytes = block_n * element_size
     if row_bytes > MAX_FUSED_FWD_BYTES:
         return FORWARD_LOOPED
-    if element_size == 2 and row_bytes == 32768 and 4 * n < 3 * block_n:  # rows padded by a third or more
-        return FORWARD_PADDED_LOOPED
+    padded = FORWARD_PADDED.get(row_bytes) if element_size == 2 else None
+    if padded is not None and n <= padded[1]:
+        return padded[0]
     if row_bytes < 2048:  # tiny rows: pack them into ~8 KB tiles
         return ForwardConfig(False, min(64, 8192 // row_bytes), block_n, 4)
     block_m, num_warps = FORWARD_TABLE[row_bytes]
