@@ -343,7 +343,9 @@ struct CallKindHash {
 };
 
 // Plans by kind of call; null: the Python path takes such calls. Used under the GIL only.
-std::unordered_map<CallKind, std::shared_ptr<const ForwardPlan>, CallKindHash> forward_plans;
+// Never destroyed: the plans hold CUDA tensors, which must not be freed at exit, after
+// PyTorch's allocator may be gone.
+auto& forward_plans = *new std::unordered_map<CallKind, std::shared_ptr<const ForwardPlan>, CallKindHash>();
 constexpr size_t kMaxPlans = 1024;  // many shapes (varying sequence lengths): start again
 
 bool is_aligned(const at::Tensor& t) { return !t.defined() || address(t) % 16 == 0; }
