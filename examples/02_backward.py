@@ -483,13 +483,15 @@ plt.show()
 # One cost is left on the host. ``layer_norm`` is differentiated by PyTorch's
 # autograd engine, which calls the backward on a thread of its own; a backward
 # written in Python pays for its Python there, and at small sizes that takes
-# longer than the kernel. So where the backward is one launch, ``layer_norm``
-# gives its output a small autograd node written in C++
-# (``ln_tutorial/csrc/backward_node.cpp``, compiled on first use) that
-# allocates :math:`\nabla_x`, the partial rows and the gradients and launches
-# this same compiled kernel; anything unusual (a strided gradient, double
+# longer than the kernel. So for the common call (a CUDA tensor with
+# contiguous rows, a weight or a bias, rows held in registers) ``layer_norm``
+# runs in C++ (``ln_tutorial/csrc/layer_norm.cpp``, compiled on first use):
+# it launches the forward kernel and gives the output a small autograd node
+# that allocates :math:`\nabla_x`, the partial rows and the gradients and
+# launches these same compiled kernels (one launch, or two past
+# ``ONE_LAUNCH_MAX_BYTES``); anything unusual (a strided gradient, double
 # backward, another stream) it hands back to ``layer_norm_backward``. The
-# gradients are the same bits either way; the performance notes measure the
+# results are the same bits either way; the performance notes measure the
 # difference.
 
 # %%
