@@ -110,7 +110,7 @@ def _forward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_dt
         if needs_node and node is None:
             return None
         cfg = launch.forward_config(n, dtype.itemsize)
-        x, stats = _stand_in(dtype, device), _stand_in(launch._torch_compute_dtype(dtype), device)
+        x, stats = _row_stand_ins(dtype, device)
         params = _stand_in(weight_dtype, device), _stand_in(bias_dtype, device)
         rows = () if cfg.looped else (m,)  # the looped kernel takes one row per program and no M
         args = (x, x, *params, stats, stats, row_stride, n, *rows, n, *launch._split_eps(1e-5))
@@ -129,7 +129,7 @@ def _backward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_d
     )
     if plan.dwdb is not None:  # wide rows: three launches, and the GPU, not the host, decides there
         return None
-    x, stats = _stand_in(dtype, device), _stand_in(launch._torch_compute_dtype(dtype), device)
+    x, stats = _row_stand_ins(dtype, device)
     weight = _stand_in(weight_dtype, device)
     grads = [g for g in (weight, _stand_in(bias_dtype, device)) if g is not None]
     barrier = launch._grid_barrier(device, stream)
@@ -148,6 +148,11 @@ def _backward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_d
     if kernel is None:
         return None
     return extension().BackwardPlan(kernel, reduce, plan.rows_per_program, stream, barrier)
+
+
+def _row_stand_ins(dtype, device: int):
+    """Stand-ins for row tensors (x, y, dy, dx) and for the statistics (and partial rows)."""
+    return _stand_in(dtype, device), _stand_in(launch._torch_compute_dtype(dtype), device)
 
 
 def _stand_in(dtype, device: int):

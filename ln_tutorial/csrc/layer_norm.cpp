@@ -170,6 +170,9 @@ uint64_t float_bits(float value) {
   return bits;
 }
 
+// Elements between two rows of x: (M, N) with contiguous rows, or contiguous with any number of dimensions.
+int64_t row_stride(const at::Tensor& x) { return x.dim() == 2 ? x.stride(0) : x.size(-1); }
+
 void* current_stream(const c10::Device& device) {
   return c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(device).native_handle();
 }
@@ -260,8 +263,6 @@ struct LayerNormBackward : public torch::autograd::Node {
   }
 
  private:
-  static int64_t row_stride(const at::Tensor& x) { return x.dim() == 2 ? x.stride(0) : x.size(-1); }
-
   // The compiled kernel assumed a contiguous, 16-byte aligned dy on the forward's stream.
   bool fast_path_applies(const at::Tensor& dy, const at::Tensor& x) const {
     if (plan_->kernel.function == 0 || !dy.defined() || dy.device() != x.device() ||
@@ -396,12 +397,8 @@ py::object forward(py::handle input, py::handle normalized_shape, py::handle wei
       at::autocast::is_autocast_enabled(at::kCUDA)) {
     return py::none();
   }
-  int64_t row_stride = n;  // (M, N) rows with any row stride, or a contiguous tensor
-  if (x.dim() == 2 && (x.stride(1) == 1 || n == 1)) {
-    row_stride = x.stride(0);
-  } else if (!x.is_contiguous()) {
-    return py::none();
-  }
+  if (!(x.dim() == 2 ? x.stride(1) == 1 || n == 1 : x.is_contiguous())) return py::none();
+  const int64_t stride = row_stride(x);
   at::Tensor weight, bias;
   if (!usable_parameter(weight_object.ptr(), weight, x, n) || !usable_parameter(bias_object.ptr(), bias, x, n) ||
       (weight.defined() && bias.defined() && weight.scalar_type() != bias.scalar_type())) {
@@ -415,17 +412,17 @@ py::object forward(py::handle input, py::handle normalized_shape, py::handle wei
                                                          (bias.defined() && bias.requires_grad()));
   const int64_t m = x.numel() / n;
   auto code = [](const at::Tensor& t) { return t.defined() ? static_cast<int8_t>(t.scalar_type()) : int8_t(-1); };
-  const CallKind kind{m,        n,           row_stride, current_stream(x.device()), static_cast<int8_t>(x.get_device()),
+  const CallKind kind{m,        n,           stride, current_stream(x.device()), static_cast<int8_t>(x.get_device()),
                       code(x), code(weight), code(bias), needs_node};
   auto found = forward_plans.find(kind);
   if (found == forward_plans.end()) {
     if (forward_plans.size() >= kMaxPlans) forward_plans.clear();
-    py::object plan = (*python_forward_plan)(
-        x.get_device(), reinterpret_cast<int64_t>(kind.stream), m, n, row_stride,
-        py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(torch::getTHPDtype(dtype))),
-        weight.defined() ? py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(torch::getTHPDtype(weight.scalar_type()))) : py::none(),
-        bias.defined() ? py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(torch::getTHPDtype(bias.scalar_type()))) : py::none(),
-        needs_node);
+    auto dtype_of = [](const at::Tensor& t) {  // torch.dtype, or None for a missing parameter
+      if (!t.defined()) return py::object(py::none());
+      return py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(torch::getTHPDtype(t.scalar_type())));
+    };
+    py::object plan = (*python_forward_plan)(x.get_device(), reinterpret_cast<int64_t>(kind.stream), m, n, stride,
+                                             dtype_of(x), dtype_of(weight), dtype_of(bias), needs_node);
     found = forward_plans.emplace(kind, plan.is_none() ? nullptr : plan.cast<std::shared_ptr<ForwardPlan>>()).first;
   }
   const std::shared_ptr<const ForwardPlan>& plan = found->second;
@@ -438,7 +435,7 @@ py::object forward(py::handle input, py::handle normalized_shape, py::handle wei
   const float eps_high = static_cast<float>(eps);  // as Triton passes a Python float, and the rest
   const float eps_low = static_cast<float>(eps - static_cast<double>(eps_high));
   std::array<uint64_t, 12> values = {address(x), address(y), address(weight), address(bias), address(mean),
-                                     address(rstd), uint64_t(row_stride), uint64_t(n), uint64_t(m), uint64_t(n),
+                                     address(rstd), uint64_t(stride), uint64_t(n), uint64_t(m), uint64_t(n),
                                      float_bits(eps_high), float_bits(eps_low)};
   if (plan->looped) std::copy(values.begin() + 9, values.end(), values.begin() + 8);  // no M
   const CUresult status = plan->kernel.launch(values.data(), kind.stream, x.get_device(), false);
@@ -463,7 +460,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
       .def(py::init<Kernel, bool, std::shared_ptr<BackwardPlan>>());
   module.def("forward", &forward);
   module.def("set_python_side", &set_python_side);
-  module.def("forget_plans", [] { forward_plans.clear(); });
   module.def("launches", [] {
     return py::make_tuple(forward_launches.load(), backward_launches.load());
   });
