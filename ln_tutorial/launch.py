@@ -55,6 +55,7 @@ class BackwardConfig(NamedTuple):
     num_stages: int = 1  # tiles in flight per program (software pipelining)
     reload: bool = False  # read each tile twice rather than hold it across the row sums
     one_launch: bool = True  # persistent kernel on a GPU: the same launch adds up dW/dB (cooperative grid)
+    tail_n: int = 0  # a second tile of this width (a power of two) for the columns past block_n
 
 
 # Measured on an H100 (tools/tune.py; docs/performance.md has the numbers),
@@ -82,6 +83,10 @@ BACKWARD_TABLE = {
     32768: (1, 8, 1, 1, True),
 }  # fmt: skip
 BACKWARD_LOOPED = BackwardConfig(True, 16, 16384, 32, 1, 3)
+# Half-precision rows of 8193 to 12288 values, which a 16384-wide tile pads by a quarter
+# to a half: an 8192-wide tile plus a narrower one for the rest (9216 = 8192 + 1024).
+# (rows per loop step, warps, programs per SM, tiles in flight, reload), the longest row.
+BACKWARD_PADDED = {32768: ((1, 8, 1, 3, False), 12288)}
 
 
 @functools.lru_cache(maxsize=None)
@@ -107,6 +112,11 @@ def backward_config(n: int, element_size: int) -> BackwardConfig:
     row_bytes = block_n * element_size
     if row_bytes > MAX_FUSED_BWD_BYTES:
         return BACKWARD_LOOPED
+    padded = BACKWARD_PADDED.get(row_bytes) if element_size == 2 else None
+    if padded is not None and n <= padded[1]:
+        block_m, num_warps, per_sm, stages, reload = padded[0]
+        head = block_n // 2
+        return BackwardConfig(False, block_m, head, num_warps, per_sm, stages, reload, tail_n=next_power_of_2(n - head))
     if row_bytes < 2048:
         return BackwardConfig(False, min(32, 8192 // row_bytes), block_n, 4, 2, 3)
     block_m, num_warps, per_sm, stages, reload = BACKWARD_TABLE[row_bytes]
@@ -503,7 +513,7 @@ def _backward_plan(
     elif not cfg.looped:
         meta = dict(
             HAS_DW=has_dw, HAS_DB=has_db, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, COMPUTE=compute,
-            NUM_STAGES=cfg.num_stages, RELOAD=cfg.reload, num_warps=cfg.num_warps,
+            NUM_STAGES=cfg.num_stages, RELOAD=cfg.reload, TAIL_N=cfg.tail_n, num_warps=cfg.num_warps,
         )  # fmt: skip
         # One launch needs every program resident at once (a cooperative launch); the
         # interpreter runs programs one after another, so a barrier would never open there.

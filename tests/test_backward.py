@@ -27,6 +27,8 @@ def _affine(n, dtype=torch.float32):
         pytest.param((3, 130), id="3x130"),  # fewer rows than lock groups
         pytest.param((8192, 1024), id="8192x1024", marks=gpu),
         pytest.param((2048, 8191), id="2048x8191", marks=gpu),  # odd N
+        pytest.param((512, 8193), id="512x8193", marks=gpu),  # half precision: tiles of 8192 + 1
+        pytest.param((1000, 10000), id="1000x10000", marks=gpu),  # half precision: 8192 + 2048, partly masked
         pytest.param((1024, 16384), id="1024x16384", marks=gpu),  # widest fused backward row
     ],
 )
@@ -107,19 +109,41 @@ def test_forced_looped_backward_kernels():
             torch.testing.assert_close(ours.double(), exact, atol=1e-5, rtol=1e-5, msg=name)
 
 
-@pytest.mark.parametrize("num_stages, reload", [(1, False), (3, False), (1, True)])
-def test_persistent_backward_pipelining(num_stages, reload):
+@pytest.mark.parametrize(
+    "num_stages, reload, tail_n",
+    [
+        (1, False, 0),
+        (3, False, 0),
+        (1, True, 0),
+        (2, False, 16),  # rows of 40 as tiles of 32 + 16, the second partly masked
+        (1, True, 16),  # the same, both tiles read twice
+    ],
+)
+def test_persistent_backward_pipelining(num_stages, reload, tail_n):
     """Several loop steps per program, the last one partly masked, with and without pipelining,
-    holding each tile across the row sums or reading it again."""
+    holding each tile across the row sums or reading it again, the row in one tile or two."""
     sms = launch._sm_count(torch.empty(0, device=DEVICE).get_device())
     m, n = 3 * 2 * sms + 1, 40
     x, dy = torch.randn(m, n, device=DEVICE), torch.randn(m, n, device=DEVICE)
     weight, bias = _affine(n)
     _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
-    cfg = launch.BackwardConfig(False, 2, 64, 4, 1, num_stages, reload)
+    cfg = launch.BackwardConfig(False, 2, 32 if tail_n else 64, 4, 1, num_stages, reload, tail_n=tail_n)
     dx, dw, db = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
     for name, ours, exact in zip(("dx", "dw", "db"), (dx, dw, db), layer_norm_backward_reference(dy, x, weight)):
         torch.testing.assert_close(ours.double(), exact, atol=1e-4, rtol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("element_size", [2, 4, 8])
+def test_backward_tiles_cover_the_row(element_size):
+    """Every row length gets the looped kernels or tiles that cover the whole row; a second
+    tile only where it saves lanes."""
+    for n in [*range(1, 20000, 97), 8192, 8193, 12288, 12289, 16384]:
+        cfg = launch.backward_config(n, element_size)
+        if cfg.looped:
+            continue
+        assert cfg.block_n + cfg.tail_n >= n, n
+        assert cfg.tail_n == 0 or cfg.block_n + cfg.tail_n < triton.next_power_of_2(n), n
+    assert launch.backward_config(9216, 2).tail_n == 1024  # 8192 + 1024
 
 
 def _plan(m, n, config, has_dw=True, has_db=True):
