@@ -54,7 +54,7 @@ def backward_candidates(n, size):
     if n >= 16384:
         for step, stages in itertools.product((4096, 8192), (1, 2, 3)):
             yield launch.BackwardConfig(True, 16, step, 16, 1, stages)
-    if size == 2 and 8192 < n < block_n * 3 // 4 + 1:  # padded rows: an 8192-wide tile and a narrower one
+    if size == 2 and 8192 < n <= 16384:  # an 8192-wide tile and a second one for the rest of the row
         tail = triton.next_power_of_2(n - 8192)
         for (block_m, warps), stages in itertools.product(((1, 4), (1, 8), (1, 16), (2, 16)), (1, 2, 3)):
             yield launch.BackwardConfig(False, block_m, 8192, warps, 1, stages, tail_n=tail)
