@@ -74,19 +74,28 @@ FORWARD_LOOPED = ForwardConfig(True, 1, 16384, 32)
 # Half-precision rows that the table's power-of-two tiles pad, by padded row bytes:
 # (configuration, the longest row it takes). 2049 to 4095 values: 8 warps rather than
 # 16 (run 63: 1989 against 1741 GB/s at 4096 x 2560, 2227 against 2131 at 3584).
+# 4097 to 6656: 8 warps rather than 16 (run 70: 2271
+# against 2016 at 4096 x 4608, 2658 against 2513 at 6656; longer rows not measured).
 # 8193 to 12287: a quarter to a half of the lanes would idle; a loop over 2048-value
 # steps idles none (run 61: 2528 against 2197 at 4096 x 8704, 2520 against 2321 at
 # 9216; at 12288 2657 against 2631; at 16384 the fused kernel wins, 2886 against 2443).
-FORWARD_PADDED = {8192: (ForwardConfig(False, 2, 4096, 8), 4095), 32768: (ForwardConfig(True, 1, 2048, 8), 12287)}
+FORWARD_PADDED = {
+    8192: (ForwardConfig(False, 2, 4096, 8), 4095),
+    16384: (ForwardConfig(False, 1, 8192, 8), 6656),
+    32768: (ForwardConfig(True, 1, 2048, 8), 12287),
+}
 BACKWARD_TABLE = {
     2048: (4, 4, 1, 4, False), 4096: (4, 8, 1, 3, False), 8192: (2, 8, 1, 3, False), 16384: (1, 16, 1, 3, False),
     32768: (1, 8, 1, 1, True),
 }  # fmt: skip
 BACKWARD_LOOPED = BackwardConfig(True, 16, 16384, 32, 1, 3)
-# Half-precision rows of 8193 to 12288 values, which a 16384-wide tile pads by a quarter
-# to a half: an 8192-wide tile plus a narrower one for the rest (9216 = 8192 + 1024).
-# (rows per loop step, warps, programs per SM, tiles in flight, reload), the longest row.
-BACKWARD_PADDED = {32768: ((1, 8, 1, 3, False), 12288)}
+# Half-precision rows that a 16384-wide backward tile pads, by the longest row each entry
+# takes: up to 12288 values an 8192-wide tile plus a power-of-two tail (9216 = 8192 + 1024;
+# run 67 at the launcher: 2171 against 1665 GB/s at 4096 x 9216, 2463 against 1847 at
+# 12288); past that the 16384 tile with two tiles in flight (run 69: 1928 against 1733 at
+# 12800; at 16384 itself one in flight stays best, 2255 against 2128 at 8192 x 16384).
+# (rows per loop step, warps, programs per SM, tiles in flight, reload, two tiles)
+BACKWARD_PADDED = {32768: [((1, 8, 1, 3, False, True), 12288), ((1, 8, 1, 2, True, False), 16383)]}
 
 
 @functools.lru_cache(maxsize=None)
@@ -112,11 +121,13 @@ def backward_config(n: int, element_size: int) -> BackwardConfig:
     row_bytes = block_n * element_size
     if row_bytes > MAX_FUSED_BWD_BYTES:
         return BACKWARD_LOOPED
-    padded = BACKWARD_PADDED.get(row_bytes) if element_size == 2 else None
-    if padded is not None and n <= padded[1]:
-        block_m, num_warps, per_sm, stages, reload = padded[0]
-        head = block_n // 2
-        return BackwardConfig(False, block_m, head, num_warps, per_sm, stages, reload, tail_n=next_power_of_2(n - head))
+    for (block_m, num_warps, per_sm, stages, reload, two_tiles), longest in (
+        BACKWARD_PADDED.get(row_bytes, []) if element_size == 2 else []
+    ):
+        if n <= longest:
+            head = block_n // 2 if two_tiles else block_n
+            tail = next_power_of_2(n - head) if two_tiles else 0
+            return BackwardConfig(False, block_m, head, num_warps, per_sm, stages, reload, tail_n=tail)
     if row_bytes < 2048:
         return BackwardConfig(False, min(32, 8192 // row_bytes), block_n, 4, 2, 3)
     block_m, num_warps, per_sm, stages, reload = BACKWARD_TABLE[row_bytes]

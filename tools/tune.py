@@ -35,8 +35,8 @@ def forward_candidates(n, size):
     if n >= 16384:
         for step, warps in itertools.product((8192, 16384), (16, 32)):
             yield launch.ForwardConfig(True, 1, step, warps)
-    elif n > 8192 and block_n > n:  # padded rows: a loop over the row wastes no lanes
-        for step, warps in itertools.product((2048, 4096, 8192), (4, 8, 16)):
+    elif n > 4096 and block_n > n:  # padded rows: a loop over the row wastes no lanes
+        for step, warps in itertools.product((1024, 2048, 4096, 8192), (4, 8, 16)):
             yield launch.ForwardConfig(True, 1, step, warps)
 
 
