@@ -121,9 +121,8 @@ def backward_config(n: int, element_size: int) -> BackwardConfig:
     row_bytes = block_n * element_size
     if row_bytes > MAX_FUSED_BWD_BYTES:
         return BACKWARD_LOOPED
-    for (block_m, num_warps, per_sm, stages, reload, two_tiles), longest in (
-        BACKWARD_PADDED.get(row_bytes, []) if element_size == 2 else []
-    ):
+    padded = BACKWARD_PADDED.get(row_bytes, []) if element_size == 2 else []
+    for (block_m, num_warps, per_sm, stages, reload, two_tiles), longest in padded:
         if n <= longest:
             head = block_n // 2 if two_tiles else block_n
             tail = next_power_of_2(n - head) if two_tiles else 0
