@@ -72,17 +72,17 @@ class BackwardConfig(NamedTuple):
 FORWARD_TABLE = {2048: (8, 4), 4096: (2, 8), 8192: (2, 16), 16384: (1, 16), 32768: (1, 8), 65536: (1, 32)}
 FORWARD_LOOPED = ForwardConfig(True, 1, 16384, 32)
 # Half-precision rows that the table's power-of-two tiles pad, by padded row bytes:
-# (configuration, the longest row it takes). 2049 to 4095 values: 8 warps rather than
+# [(configuration, the longest row it takes)]. 2049 to 4095 values: 8 warps rather than
 # 16 (run 63: 1989 against 1741 GB/s at 4096 x 2560, 2227 against 2131 at 3584).
-# 4097 to 6656: 8 warps rather than 16 (run 70: 2271
-# against 2016 at 4096 x 4608, 2658 against 2513 at 6656; longer rows not measured).
+# 4097 to 6656: 8 warps rather than 16 (run 70: 2271 against 2016 at 4096 x 4608, 2658
+# against 2513 at 6656; longer rows not measured).
 # 8193 to 12287: a quarter to a half of the lanes would idle; a loop over 2048-value
 # steps idles none (run 61: 2528 against 2197 at 4096 x 8704, 2520 against 2321 at
 # 9216; at 12288 2657 against 2631; at 16384 the fused kernel wins, 2886 against 2443).
 FORWARD_PADDED = {
-    8192: (ForwardConfig(False, 2, 4096, 8), 4095),
-    16384: (ForwardConfig(False, 1, 8192, 8), 6656),
-    32768: (ForwardConfig(True, 1, 2048, 8), 12287),
+    8192: [(ForwardConfig(False, 2, 4096, 8), 4095)],
+    16384: [(ForwardConfig(False, 1, 8192, 8), 6656)],
+    32768: [(ForwardConfig(True, 1, 2048, 8), 12287)],
 }
 BACKWARD_TABLE = {
     2048: (4, 4, 1, 4, False), 4096: (4, 8, 1, 3, False), 8192: (2, 8, 1, 3, False), 16384: (1, 16, 1, 3, False),
@@ -98,6 +98,15 @@ BACKWARD_LOOPED = BackwardConfig(True, 16, 16384, 32, 1, 3)
 BACKWARD_PADDED = {32768: [((1, 8, 1, 3, False, True), 12288), ((1, 8, 1, 2, True, False), 16383)]}
 
 
+def _padded_entry(table: dict, n: int, row_bytes: int, element_size: int):
+    """The entry of ``FORWARD_PADDED`` or ``BACKWARD_PADDED`` for a half-precision row of ``n`` values, or None."""
+    if element_size == 2:
+        for entry, longest in table.get(row_bytes, ()):
+            if n <= longest:
+                return entry
+    return None
+
+
 @functools.lru_cache(maxsize=None)
 def forward_config(n: int, element_size: int) -> ForwardConfig:
     """Launch configuration of the forward for rows of ``n`` elements."""
@@ -105,9 +114,9 @@ def forward_config(n: int, element_size: int) -> ForwardConfig:
     row_bytes = block_n * element_size
     if row_bytes > MAX_FUSED_FWD_BYTES:
         return FORWARD_LOOPED
-    padded = FORWARD_PADDED.get(row_bytes) if element_size == 2 else None
-    if padded is not None and n <= padded[1]:
-        return padded[0]
+    padded = _padded_entry(FORWARD_PADDED, n, row_bytes, element_size)
+    if padded is not None:
+        return padded
     if row_bytes < 2048:  # tiny rows: pack them into ~8 KB tiles
         return ForwardConfig(False, min(64, 8192 // row_bytes), block_n, 4)
     block_m, num_warps = FORWARD_TABLE[row_bytes]
@@ -121,12 +130,12 @@ def backward_config(n: int, element_size: int) -> BackwardConfig:
     row_bytes = block_n * element_size
     if row_bytes > MAX_FUSED_BWD_BYTES:
         return BACKWARD_LOOPED
-    padded = BACKWARD_PADDED.get(row_bytes, []) if element_size == 2 else []
-    for (block_m, num_warps, per_sm, stages, reload, two_tiles), longest in padded:
-        if n <= longest:
-            head = block_n // 2 if two_tiles else block_n
-            tail = next_power_of_2(n - head) if two_tiles else 0
-            return BackwardConfig(False, block_m, head, num_warps, per_sm, stages, reload, tail_n=tail)
+    padded = _padded_entry(BACKWARD_PADDED, n, row_bytes, element_size)
+    if padded is not None:
+        block_m, num_warps, per_sm, stages, reload, two_tiles = padded
+        head = block_n // 2 if two_tiles else block_n
+        tail = next_power_of_2(n - head) if two_tiles else 0
+        return BackwardConfig(False, block_m, head, num_warps, per_sm, stages, reload, tail_n=tail)
     if row_bytes < 2048:
         return BackwardConfig(False, min(32, 8192 // row_bytes), block_n, 4, 2, 3)
     block_m, num_warps, per_sm, stages, reload = BACKWARD_TABLE[row_bytes]
