@@ -56,6 +56,7 @@ class BackwardConfig(NamedTuple):
     reload: bool = False  # read each tile twice rather than hold it across the row sums
     one_launch: bool = True  # persistent kernel on a GPU: the same launch adds up dW/dB (cooperative grid)
     tail_n: int = 0  # a second tile of this width (a power of two) for the columns past block_n
+    split: bool = False  # wide rows: cdiv(N, block_n) programs share each row, block_n columns each
 
 
 # Measured on an H100 (tools/tune.py; docs/performance.md has the numbers),
@@ -89,6 +90,10 @@ BACKWARD_TABLE = {
     32768: (1, 8, 1, 1, True),
 }  # fmt: skip
 BACKWARD_LOOPED = BackwardConfig(True, 16, 16384, 32, 1, 3)
+# Rows too wide for one program: shared by programs of 8 KB of it each (block_n is set
+# from the element size), which trade their row sums (run 72).
+BACKWARD_SPLIT = BackwardConfig(False, 1, 0, 8, 2, split=True)
+SPLIT_BYTES = 8192
 # Half-precision rows that a 16384-wide backward tile pads, by the longest row each entry
 # takes: up to 12288 values an 8192-wide tile plus a power-of-two tail (9216 = 8192 + 1024;
 # run 67 at the launcher: 2171 against 1665 GB/s at 4096 x 9216, 2463 against 1847 at
@@ -129,7 +134,7 @@ def backward_config(n: int, element_size: int) -> BackwardConfig:
     block_n = next_power_of_2(n)
     row_bytes = block_n * element_size
     if row_bytes > MAX_FUSED_BWD_BYTES:
-        return BACKWARD_LOOPED
+        return BACKWARD_SPLIT._replace(block_n=SPLIT_BYTES // element_size)
     padded = _padded_entry(BACKWARD_PADDED, n, row_bytes, element_size)
     if padded is not None:
         block_m, num_warps, per_sm, stages, reload, two_tiles = padded
@@ -424,6 +429,8 @@ def layer_norm_backward(
         dy = dy.contiguous()
     cfg = config or backward_config(n, x.element_size())
     device = x.get_device()
+    if cfg.split:
+        cfg = _split_config(cfg, n, device, chosen=config is None)
     has_dw, has_db = weight is not None, bias is not None
     plan = _backward_plan(m, n, x.dtype, device, strategy, cfg, has_dw, has_db)
     dx = x.new_empty((m, n))
@@ -457,6 +464,17 @@ def layer_norm_backward(
             # More programs than the GPU can hold at once (a share of it taken, say): two launches from now on.
             _cooperative_refused.add((device, cfg))
             _backward_plan.cache_clear()
+            return layer_norm_backward(dy, x, weight, bias, mean, rstd, strategy, config)
+    elif cfg.split:  # `programs` groups of `parts` programs, rows_per_program rows per group
+        row_sums = mean.new_empty((m, plan.parts, 2))
+        flags = _split_flags(device, torch._C._cuda_getCurrentRawStream(device) if device >= 0 else 0)
+        try:
+            plan.main((plan.programs * plan.parts,), *row_tensors, partial, row_sums, flags, *strides, m, n,
+                      plan.rows_per_program)  # fmt: skip
+        except RuntimeError as error:
+            if config is not None or "cooperative launch" not in str(error):
+                raise
+            _cooperative_refused.add((device, cfg))  # too many programs to be resident: the looped kernels
             return layer_norm_backward(dy, x, weight, bias, mean, rstd, strategy, config)
     elif not cfg.looped:  # persistent: `programs` programs, rows_per_program rows each
         plan.main((plan.programs,), *_persistent_arguments(row_tensors, partial, strides, m, n, plan))
@@ -498,6 +516,7 @@ def _reduce_arguments(partial, grads, n: int, plan) -> tuple:
 class BackwardPlan(NamedTuple):
     programs: int  # dW/dB partial rows: persistent programs, row groups or lock buffers
     rows_per_program: int  # rows each of them adds up
+    parts: int  # programs that share each row (split configurations; else 1)
     main: Launcher  # the persistent kernel, the lock kernel, or the wide rows' dx kernel
     dwdb: Optional[Launcher]  # wide rows: the kernel of the dW/dB partial rows
     reduce: Optional[Launcher]  # second stage: adds the partial rows (None: main does it)
@@ -512,6 +531,7 @@ def _backward_plan(
         raise ValueError(f"layer_norm: unknown backward strategy {strategy!r}; expected one of {STRATEGIES}")
     compute = _compute_dtype(dtype)
     programs, rows_per_program = _backward_grid(m, n, device, cfg, strategy)
+    parts = cdiv(n, cfg.block_n) if cfg.split and strategy != "lock" else 1
     reduce = _launcher(
         kernels.partial_sum_kernel, BLOCK_P=min(REDUCE_BLOCK_P, next_power_of_2(programs)), BLOCK_N=REDUCE_BLOCK_N,
         num_warps=4,
@@ -527,6 +547,13 @@ def _backward_plan(
         main = _launcher(
             kernels.layer_norm_bwd_lock_kernel, GROUP_SIZE_M=programs, BLOCK_N=block_n, COMPUTE=compute,
             num_warps=min(32, max(4, block_n // 512)),
+        )  # fmt: skip
+        dwdb = None
+    elif cfg.split:
+        main = _launcher(
+            kernels.layer_norm_bwd_split_kernel, HAS_DW=has_dw, HAS_DB=has_db, SPLIT=parts,
+            SPLIT_BLOCK=next_power_of_2(parts), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, COMPUTE=compute,
+            num_warps=cfg.num_warps, **({} if INTERPRET else {"launch_cooperative_grid": True}),
         )  # fmt: skip
         dwdb = None
     elif not cfg.looped:
@@ -560,11 +587,37 @@ def _backward_plan(
             kernels.layer_norm_bwd_dwdb_kernel, HAS_DW=has_dw, HAS_DB=has_db, BLOCK_M=cfg.block_m,
             BLOCK_N=DWDB_BLOCK_N, COMPUTE=compute, NUM_STAGES=cfg.num_stages, num_warps=4,
         )  # fmt: skip
-    return BackwardPlan(programs, rows_per_program, main, dwdb, reduce)
+    return BackwardPlan(programs, rows_per_program, parts, main, dwdb, reduce)
 
 
-#: (device, configuration) whose one-launch backward the driver refused: too many programs.
+#: (device, configuration) whose one-launch or split backward the driver refused: too many programs.
 _cooperative_refused: set = set()
+
+
+def _split_config(cfg: BackwardConfig, n: int, device: int, chosen: bool) -> BackwardConfig:
+    """``cfg`` (split), made to fit: where its programs cannot all be resident, the looped kernels.
+
+    ``chosen``: the package chose ``cfg``, so it may change it; a configuration
+    the caller gave is kept, and a grid too large fails at the launch.
+    The interpreter runs programs one after another, so a program would wait
+    forever for a later one: there each row has a single part.
+    """
+    if INTERPRET:
+        return cfg._replace(block_n=next_power_of_2(n))
+    too_many = cdiv(n, cfg.block_n) > _sm_count(device) * cfg.programs_per_sm
+    if chosen and (too_many or (device, cfg) in _cooperative_refused):
+        return BACKWARD_LOOPED
+    return cfg
+
+
+@functools.lru_cache(maxsize=None)
+def _split_flags(device: int, stream: int) -> torch.Tensor:
+    """The flags of ``kernels.layer_norm_bwd_split_kernel`` for launches on one stream of one GPU.
+
+    One per program and one per group; an SM holds at most 32 programs.
+    Each launch leaves them at zero for the next, as ``_grid_barrier`` does.
+    """
+    return torch.zeros(2 * 32 * _sm_count(device), dtype=torch.int32, device=device if device >= 0 else "cpu")
 
 
 @functools.lru_cache(maxsize=None)
@@ -581,6 +634,10 @@ def _backward_grid(m: int, n: int, device: int, cfg: BackwardConfig, strategy: s
     """Number of dW/dB partial rows (programs or lock groups) and rows per program."""
     if strategy == "lock":
         return min(lock_group_size(n), m), 1  # every buffer gets at least one row
+    if cfg.split:  # groups of cdiv(N, block_n) programs, each group a band of rows
+        groups = max(1, _sm_count(device) * cfg.programs_per_sm // cdiv(n, cfg.block_n))
+        rows_per_group = cdiv(cdiv(m, groups), cfg.block_m) * cfg.block_m
+        return cdiv(m, rows_per_group), rows_per_group
     if cfg.looped:  # (column block, row group) grid: about 4 programs per SM in all
         target = cdiv(4 * _sm_count(device), cdiv(n, DWDB_BLOCK_N))
     else:

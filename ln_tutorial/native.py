@@ -127,7 +127,7 @@ def _backward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_d
     plan = launch._backward_plan(
         m, n, dtype, device, "deterministic", cfg, weight_dtype is not None, bias_dtype is not None
     )
-    if plan.dwdb is not None:  # wide rows: three launches, and the GPU, not the host, decides there
+    if plan.dwdb is not None or plan.parts > 1:  # wide rows: the GPU, not the host, decides there
         return None
     x, stats = _row_stand_ins(dtype, device)
     weight = _stand_in(weight_dtype, device)

@@ -46,7 +46,7 @@ def test_strategies_match_reference(shape, dtype, strategy):
     "shape",
     [
         pytest.param((5, 70), id="interp"),
-        pytest.param((64, 40000), id="wide-40000", marks=gpu),  # looped dx + dW/dB kernels
+        pytest.param((64, 40000), id="wide-40000", marks=gpu),  # rows shared by 10 programs, the last part short
         pytest.param((8, 131072), id="wide-131072", marks=gpu),
     ],
 )
@@ -135,15 +135,50 @@ def test_persistent_backward_pipelining(num_stages, reload, tail_n):
 
 @pytest.mark.parametrize("element_size", [2, 4, 8])
 def test_backward_tiles_cover_the_row(element_size):
-    """Every row length gets the looped kernels or tiles that cover the whole row; a second
-    tile only where it saves lanes."""
+    """Every row length gets tiles that cover the whole row, or (rows too wide for them) programs
+    that share it; a second tile only where it saves lanes."""
     for n in [*range(1, 20000, 97), 8192, 8193, 12288, 12289, 16384]:
         cfg = launch.backward_config(n, element_size)
-        if cfg.looped:
+        assert cfg.split == (triton.next_power_of_2(n) * element_size > launch.MAX_FUSED_BWD_BYTES), n
+        if cfg.split:
             continue
         assert cfg.block_n + cfg.tail_n >= n, n
         assert cfg.tail_n == 0 or cfg.block_n + cfg.tail_n < triton.next_power_of_2(n), n
     assert launch.backward_config(9216, 2).tail_n == 1024  # 8192 + 1024
+
+
+@pytest.mark.parametrize("which", ["weight and bias", "weight only", "neither"])
+@pytest.mark.parametrize(
+    "block_m, per_sm",
+    [
+        (1, 1),
+        (2, 3),  # two rows per tile; the last group's last tile has one row
+    ],
+)
+def test_split_backward(block_m, per_sm, which):
+    """Rows shared by programs of 32 columns (on a GPU, 4 per row of 100, the last one holding 4
+    columns), several tiles per group, each group's row sums traded through ROW_SUMS and FLAGS;
+    the same bits on a second run, and the flags left at zero for the next launch.
+    The interpreter runs it with one program per row (a program would wait forever for a later one)."""
+    device = torch.empty(0, device=DEVICE).get_device()
+    sms = launch._sm_count(device)
+    m, n = 5 * sms * per_sm + 1, 100
+    x, dy = torch.randn(m, n, device=DEVICE), torch.randn(m, n, device=DEVICE)
+    weight, bias = _affine(n)
+    weight, bias = {"weight and bias": (weight, bias), "weight only": (weight, None), "neither": (None, None)}[which]
+    _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
+    cfg = launch.BackwardConfig(False, block_m, 32, 1, per_sm, split=True)
+    first = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
+    second = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
+    exact = layer_norm_backward_reference(dy, x, weight)
+    for name, ours, again, reference in zip(("dx", "dw", "db"), first, second, exact):
+        if name == "dw" and weight is None or name == "db" and bias is None:
+            assert ours is None, name
+            continue
+        torch.testing.assert_close(ours.double(), reference, atol=1e-4, rtol=1e-5, msg=name)
+        assert torch.equal(ours, again), name
+    stream = torch.cuda.current_stream().cuda_stream if device >= 0 else 0
+    assert not launch._split_flags(device, stream).any()
 
 
 def _plan(m, n, config, has_dw=True, has_db=True):
