@@ -92,7 +92,7 @@ BACKWARD_TABLE = {
 BACKWARD_LOOPED = BackwardConfig(True, 16, 16384, 32, 1, 3)
 # Rows too wide for one program: shared by programs of 8 KB of it each (block_n is set
 # from the element size), which trade their row sums (run 72).
-BACKWARD_SPLIT = BackwardConfig(False, 1, 0, 8, 2, split=True)
+BACKWARD_SPLIT = BackwardConfig(False, 1, 0, 8, 1, split=True)
 SPLIT_BYTES = 8192
 # Half-precision rows that a 16384-wide backward tile pads, by the longest row each entry
 # takes: up to 12288 values an 8192-wide tile plus a power-of-two tail (9216 = 8192 + 1024;
