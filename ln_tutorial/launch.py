@@ -56,7 +56,7 @@ class BackwardConfig(NamedTuple):
     reload: bool = False  # read each tile twice rather than hold it across the row sums
     one_launch: bool = True  # persistent kernel on a GPU: the same launch adds up dW/dB (cooperative grid)
     tail_n: int = 0  # a second tile of this width (a power of two) for the columns past block_n
-    split: bool = False  # wide rows: cdiv(N, block_n) programs share each row, block_n columns each
+    split: bool = False  # wide rows: cdiv(N, block_n) programs share each row, block_n columns each (block_m 1)
 
 
 # Measured on an H100 (tools/tune.py; docs/performance.md has the numbers),
@@ -133,8 +133,8 @@ def backward_config(n: int, element_size: int) -> BackwardConfig:
     """Launch configuration of the backward for rows of ``n`` elements."""
     block_n = next_power_of_2(n)
     row_bytes = block_n * element_size
-    if row_bytes > MAX_FUSED_BWD_BYTES:
-        return BACKWARD_SPLIT._replace(block_n=SPLIT_BYTES // element_size)
+    if row_bytes > MAX_FUSED_BWD_BYTES:  # the split kernel trades float32 sums: float64 rows loop
+        return BACKWARD_LOOPED if element_size == 8 else BACKWARD_SPLIT._replace(block_n=SPLIT_BYTES // element_size)
     padded = _padded_entry(BACKWARD_PADDED, n, row_bytes, element_size)
     if padded is not None:
         block_m, num_warps, per_sm, stages, reload, two_tiles = padded
@@ -552,8 +552,9 @@ def _backward_plan(
     elif cfg.split:
         main = _launcher(
             kernels.layer_norm_bwd_split_kernel, HAS_DW=has_dw, HAS_DB=has_db, SPLIT=parts,
-            SPLIT_BLOCK=next_power_of_2(parts), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, COMPUTE=compute,
-            num_warps=cfg.num_warps, **({} if INTERPRET else {"launch_cooperative_grid": True}),
+            SPLIT_BLOCK=next_power_of_2(parts), BLOCK_N=cfg.block_n, COMPUTE=compute, NUM_STAGES=cfg.num_stages,
+            INLINE_ASM=not INTERPRET, num_warps=cfg.num_warps,
+            **({} if INTERPRET else {"launch_cooperative_grid": True}),
         )  # fmt: skip
         dwdb = None
     elif not cfg.looped:
@@ -636,7 +637,7 @@ def _backward_grid(m: int, n: int, device: int, cfg: BackwardConfig, strategy: s
         return min(lock_group_size(n), m), 1  # every buffer gets at least one row
     if cfg.split:  # groups of cdiv(N, block_n) programs, each group a band of rows
         groups = max(1, _sm_count(device) * cfg.programs_per_sm // cdiv(n, cfg.block_n))
-        rows_per_group = cdiv(cdiv(m, groups), cfg.block_m) * cfg.block_m
+        rows_per_group = cdiv(m, groups)
         return cdiv(m, rows_per_group), rows_per_group
     if cfg.looped:  # (column block, row group) grid: about 4 programs per SM in all
         target = cdiv(4 * _sm_count(device), cdiv(n, DWDB_BLOCK_N))

@@ -136,11 +136,12 @@ def test_persistent_backward_pipelining(num_stages, reload, tail_n):
 @pytest.mark.parametrize("element_size", [2, 4, 8])
 def test_backward_tiles_cover_the_row(element_size):
     """Every row length gets tiles that cover the whole row, or (rows too wide for them) programs
-    that share it; a second tile only where it saves lanes."""
+    that share it (float64: the looped kernels); a second tile only where it saves lanes."""
     for n in [*range(1, 20000, 97), 8192, 8193, 12288, 12289, 16384]:
         cfg = launch.backward_config(n, element_size)
-        assert cfg.split == (triton.next_power_of_2(n) * element_size > launch.MAX_FUSED_BWD_BYTES), n
-        if cfg.split:
+        wide = triton.next_power_of_2(n) * element_size > launch.MAX_FUSED_BWD_BYTES
+        assert (cfg.split if element_size < 8 else cfg.looped) == wide, n  # float32 row sums: float64 loops
+        if wide:
             continue
         assert cfg.block_n + cfg.tail_n >= n, n
         assert cfg.tail_n == 0 or cfg.block_n + cfg.tail_n < triton.next_power_of_2(n), n
@@ -149,15 +150,15 @@ def test_backward_tiles_cover_the_row(element_size):
 
 @pytest.mark.parametrize("which", ["weight and bias", "weight only", "neither"])
 @pytest.mark.parametrize(
-    "block_m, per_sm",
+    "num_stages, per_sm",
     [
         (1, 1),
-        (2, 3),  # two rows per tile; the last group's last tile has one row
+        (3, 3),  # the loads of the next two rows in flight
     ],
 )
-def test_split_backward(block_m, per_sm, which):
+def test_split_backward(num_stages, per_sm, which):
     """Rows shared by programs of 32 columns (on a GPU, 4 per row of 100, the last one holding 4
-    columns), several tiles per group, each group's row sums traded through ROW_SUMS and FLAGS;
+    columns), several rows per group, each group's row sums traded through ROW_SUMS and FLAGS;
     the same bits on a second run, and the flags left at zero for the next launch.
     The interpreter runs it with one program per row (a program would wait forever for a later one)."""
     device = torch.empty(0, device=DEVICE).get_device()
@@ -167,7 +168,7 @@ def test_split_backward(block_m, per_sm, which):
     weight, bias = _affine(n)
     weight, bias = {"weight and bias": (weight, bias), "weight only": (weight, None), "neither": (None, None)}[which]
     _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
-    cfg = launch.BackwardConfig(False, block_m, 32, 1, per_sm, split=True)
+    cfg = launch.BackwardConfig(False, 1, 32, 1, per_sm, num_stages, split=True)
     first = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
     second = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
     exact = layer_norm_backward_reference(dy, x, weight)
