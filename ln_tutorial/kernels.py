@@ -438,7 +438,8 @@ def publish_sums(
             mov.b32 $0, 0;
             }""",
             constraints="=r,l,f,f,l,r",
-            args=[SLOT, sum_a, sum_b, FLAG, tl.full(SLOT.shape, published, tl.int32)],
+            # addresses as integers: Triton 3.6 will not broadcast a pointer with a float
+            args=[SLOT.to(tl.int64), sum_a, sum_b, FLAG.to(tl.int64), tl.full(SLOT.shape, published, tl.int32)],
             dtype=tl.int32,
             is_pure=False,
             pack=1,
@@ -474,7 +475,7 @@ def gather_sums(
             ld.global.cg.f32 $1, [$2+4];
             }""",
             constraints="=f,=f,l,l,r",
-            args=[SLOTS, FLAGS, tl.full(SLOTS.shape, published, tl.int32)],
+            args=[SLOTS.to(tl.int64), FLAGS.to(tl.int64), tl.full(SLOTS.shape, published, tl.int32)],
             dtype=(tl.float32, tl.float32),
             is_pure=False,
             pack=1,
