@@ -413,79 +413,61 @@ def layer_norm_bwd_dwdb_kernel(
 
 
 @triton.jit
-def publish_sums(
-    SLOT,  # (1,) pointer: where this program's two sums of the row go
-    FLAG,  # (1,) pointer: this program's int32 flag
-    sum_a,  # (1,) first sum
-    sum_b,  # (1,) second sum
-    published,  # the flag's new value
-    INLINE_ASM: tl.constexpr,  # GPU: in inline assembly; else (the interpreter) in Triton
+def publish_row_sums(
+    ROW_SUMS,  # COMPUTE (M, SPLIT, 2): each part's share of Σ x̂·w·∇y and Σ w·∇y of each row
+    FLAG,  # int32: how many tiles this program has published
+    x,  # (BLOCK_M, BLOCK_N) input as loaded
+    dy,  # (BLOCK_M, BLOCK_N) upstream gradient as loaded
+    w,  # (BLOCK_N,) weight, or None
+    MEAN,  # per-row mean, (M,)
+    RSTD,  # per-row rstd, (M,)
+    rows,  # (BLOCK_M,) row indices of the tile
+    row_mask,  # (BLOCK_M,) rows that exist
+    mask,  # (BLOCK_M, BLOCK_N) elements that exist
+    part,  # which of the SPLIT parts of each row this program holds
+    published,  # tiles published once this one is
+    SPLIT: tl.constexpr,  # programs sharing each row
+    COMPUTE: tl.constexpr,  # accumulation dtype
 ):
-    """Store two sums, then raise the flag, the flag's store a release: whoever reads the
-    flag with acquire also sees the sums.
-
-    On the GPU each thread that holds the (replicated) sums stores them and
-    releases the flag itself, so no barrier is needed between the stores and the
-    release; a barrier in the loop over tiles would keep Triton from
-    software-pipelining it (its next tiles' loads would not be in flight).
-    """
-    if INLINE_ASM:
-        tl.inline_asm_elementwise(
-            asm="""{
-            st.global.f32 [$1], $2;
-            st.global.f32 [$1+4], $3;
-            st.release.gpu.global.b32 [$4], $5;
-            mov.b32 $0, 0;
-            }""",
-            constraints="=r,l,f,f,l,r",
-            # addresses as integers: Triton 3.6 will not broadcast a pointer with a float
-            args=[SLOT.to(tl.int64), sum_a, sum_b, FLAG.to(tl.int64), tl.full(SLOT.shape, published, tl.int32)],
-            dtype=tl.int32,
-            is_pure=False,
-            pack=1,
-        )
-    else:
-        tl.store(SLOT, sum_a)
-        tl.store(SLOT + 1, sum_b)
-        tl.atomic_xchg(FLAG, tl.full(SLOT.shape, published, tl.int32), sem="release")
+    """Store this program's share of the tile's two row sums, then set its flag to ``published``."""
+    mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
+    rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
+    x_hat, _, w_dy = tile_terms(x, dy, w, mean, rstd, mask, COMPUTE)
+    slot = ROW_SUMS + (rows * SPLIT + part) * 2
+    tl.store(slot, tl.sum(x_hat * w_dy, axis=1), mask=row_mask)
+    tl.store(slot + 1, tl.sum(w_dy, axis=1), mask=row_mask)
+    tl.debug_barrier()  # every thread's stores before the flag says they are there
+    tl.atomic_xchg(FLAG, published, sem="release")
 
 
 @triton.jit
-def gather_sums(
-    SLOTS,  # (SPLIT_BLOCK,) pointers: each part's two sums of the row
-    FLAGS,  # (SPLIT_BLOCK,) pointers: each part's flag
-    published,  # wait until each flag is at least this
-    INLINE_ASM: tl.constexpr,  # GPU: in inline assembly; else (the interpreter) in Triton
+def whole_row_sums(
+    ROW_SUMS,  # COMPUTE (M, SPLIT, 2), as publish_row_sums writes it
+    FLAGS,  # int32 (SPLIT,): the flags of the programs sharing these rows
+    rows,  # (BLOCK_M,) row indices of the tile
+    row_mask,  # (BLOCK_M,) rows that exist
+    published,  # wait until every flag is at least this
+    SPLIT: tl.constexpr,  # programs sharing each row
+    SPLIT_BLOCK: tl.constexpr,  # power of two >= SPLIT
 ):
-    """Each part's two sums, once its flag (read with acquire) says they are there.
+    """Σ x̂·w·∇y and Σ w·∇y over whole rows, once all SPLIT parts have published them.
 
-    On the GPU the wait is a polling loop inside one assembly block, followed by
-    the reads (from L2: L1 is not coherent), in the thread that read the flag.
+    Polled with plain loads (volatile: from L2 every time), then one acquire
+    read of the flags orders the reads of the sums after their stores. The
+    parts are added in the same order by every program: deterministic.
     """
-    if INLINE_ASM:
-        sum_a, sum_b = tl.inline_asm_elementwise(
-            asm="""{
-            .reg .pred %p;
-            .reg .b32 %flag;
-            spin:
-            ld.acquire.gpu.global.b32 %flag, [$3];
-            setp.lt.s32 %p, %flag, $4;
-            @%p bra spin;
-            ld.global.cg.f32 $0, [$2];
-            ld.global.cg.f32 $1, [$2+4];
-            }""",
-            constraints="=f,=f,l,l,r",
-            args=[SLOTS.to(tl.int64), FLAGS.to(tl.int64), tl.full(SLOTS.shape, published, tl.int32)],
-            dtype=(tl.float32, tl.float32),
-            is_pure=False,
-            pack=1,
-        )
-    else:
-        while tl.min(tl.atomic_add(FLAGS, 0, sem="acquire"), axis=0) < published:
-            pass
-        sum_a = tl.load(SLOTS)
-        sum_b = tl.load(SLOTS + 1)
-    return sum_a, sum_b
+    parts = tl.arange(0, SPLIT_BLOCK)
+    live = parts < SPLIT
+    while tl.min(tl.load(FLAGS + parts, mask=live, other=published, volatile=True), axis=0) < published:
+        pass
+    tl.atomic_add(FLAGS + parts, 0, mask=live, sem="acquire")
+    tl.debug_barrier()  # no thread reads the sums before the wait is over
+    slots = ROW_SUMS + (rows[:, None] * SPLIT + parts[None, :]) * 2
+    mask = row_mask[:, None] & live[None, :]
+    # .cg: from L2, where the other programs' stores are (L1 is not coherent)
+    sum_xhat_wdy = tl.sum(tl.load(slots, mask=mask, other=0.0, cache_modifier=".cg"), axis=1)
+    sum_wdy = tl.sum(tl.load(slots + 1, mask=mask, other=0.0, cache_modifier=".cg"), axis=1)
+    return sum_xhat_wdy, sum_wdy
 
 
 @triton.jit
@@ -497,30 +479,31 @@ def layer_norm_bwd_split_kernel(
     RSTD,  # per-row rstd from the forward, (M,)
     DX,  # input gradient, (M, N), rows ``stride_dx`` apart
     PARTIAL,  # COMPUTE (K, G, N): group g's Σ dy * x̂ (if HAS_DW) and Σ dy (if HAS_DB) over its rows
-    ROW_SUMS,  # COMPUTE (M, SPLIT, 2): each part's share of Σ x̂·w·∇y and Σ w·∇y of each row
+    ROW_SUMS,  # COMPUTE (M, SPLIT, 2): scratch for the parts' row sums
     FLAGS,  # int32 (G * SPLIT + G,), zero between launches: tiles published per program, then parts done per group
     stride_dy,  # elements between two rows of DY
     stride_x,  # elements between two rows of X
     stride_dx,  # elements between two rows of DX
     M,  # number of rows
     N,  # number of columns
-    rows_per_group,  # each group of SPLIT programs owns this many consecutive rows
+    rows_per_group,  # each group of SPLIT programs owns this many consecutive rows, a multiple of BLOCK_M
     HAS_DW: tl.constexpr,  # the layer norm has a weight: write dW partial rows
     HAS_DB: tl.constexpr,  # the layer norm has a bias: write dB partial rows
     SPLIT: tl.constexpr,  # programs sharing each row: cdiv(N, BLOCK_N)
     SPLIT_BLOCK: tl.constexpr,  # power of two >= SPLIT
+    BLOCK_M: tl.constexpr,  # rows per tile
     BLOCK_N: tl.constexpr,  # columns of each row that one program holds
     COMPUTE: tl.constexpr,  # accumulation dtype
-    NUM_STAGES: tl.constexpr,  # rows in flight: loads issued ahead of their use
-    INLINE_ASM: tl.constexpr,  # trade the sums in inline assembly (GPU) or in Triton (interpreter)
+    RELOAD: tl.constexpr,  # read each tile a second time (from L2) for dx rather than hold it
 ):
     """Rows too wide for one program's registers, read once: SPLIT programs share each row.
 
     Program ``g * SPLIT + part`` holds columns ``[part * BLOCK_N, (part + 1) * BLOCK_N)``
-    of group ``g``'s rows, and its dW/dB partial sums for those columns. c1 and
-    c2 need sums over the whole row: per row each program stores its part of
-    them, raises its flag (a count of rows done), waits for the others' flags
-    and adds all SPLIT parts in the same order (deterministic). The programs
+    of group ``g``'s rows, and its dW/dB partial sums for those columns. c1 and c2
+    need sums over the whole row, so each program publishes its part of them
+    (:func:`publish_row_sums`) and waits for the others' (:func:`whole_row_sums`).
+    A tile's sums are published one tile ahead of their use: while the others
+    catch up, the program is loading and summing its next tile. The programs
     wait for each other, so all must be resident at once: a cooperative launch.
     """
     inv_n = reciprocal(N, COMPUTE)
@@ -529,38 +512,55 @@ def layer_norm_bwd_split_kernel(
     programs = tl.num_programs(0)
     cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
     col_mask = cols < N
-    parts = tl.arange(0, SPLIT_BLOCK)
-    live = parts < SPLIT
-    # past SPLIT, this program's own flag and sums (raised before each wait; masked out after it)
-    group_flags = tl.where(live, FLAGS + group * SPLIT + parts, FLAGS + pid)
-    part_slots = tl.where(live, parts, part) * 2
-    dw_acc = tl.zeros([1, BLOCK_N], dtype=COMPUTE)
-    db_acc = tl.zeros([1, BLOCK_N], dtype=COMPUTE)
+    w = tl.load(W + cols, mask=col_mask, other=0.0) if W is not None else None  # the same columns in every tile
+    dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=COMPUTE)
+    db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=COMPUTE)
     row_begin = group.to(tl.int64) * rows_per_group
     row_end = tl.minimum(row_begin + rows_per_group, M)
-    own = tl.zeros([1], tl.int32)  # shape (1,) for the row's scalars
-    for row in tl.range(row_begin, row_end, num_stages=NUM_STAGES):
-        rows = row + own
-        row_mask = rows < row_end
-        x_hat, dy, w_dy, rstd = load_tile(
-            X, DY, W, MEAN, RSTD, rows, cols, row_mask, col_mask, stride_x, stride_dy, COMPUTE, ""
+
+    rows = row_begin + tl.arange(0, BLOCK_M)
+    row_mask = rows < row_end
+    mask = row_mask[:, None] & col_mask[None, :]
+    eviction: tl.constexpr = "evict_last" if RELOAD else ""
+    x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0, eviction_policy=eviction)
+    dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0, eviction_policy=eviction)
+    publish_row_sums(ROW_SUMS, FLAGS + pid, x, dy, w, MEAN, RSTD, rows, row_mask, mask, part, 1, SPLIT, COMPUTE)
+    for row_start in range(row_begin, row_end, BLOCK_M):
+        tile = ((row_start - row_begin) // BLOCK_M).to(tl.int32)  # 0, 1, ...: this tile's flag is tile + 1
+        next_rows = rows + BLOCK_M
+        next_row_mask = next_rows < row_end
+        next_mask = next_row_mask[:, None] & col_mask[None, :]
+        x_next = tl.load(
+            X + next_rows[:, None] * stride_x + cols[None, :], mask=next_mask, other=0.0, eviction_policy=eviction
         )
-        row_sums = ROW_SUMS + row * SPLIT * 2
-        published = (row - row_begin + 1).to(tl.int32)
-        publish_sums(
-            row_sums + part * 2 + own, FLAGS + pid + own, tl.sum(x_hat * w_dy, axis=1), tl.sum(w_dy, axis=1),
-            published, INLINE_ASM,
+        dy_next = tl.load(
+            DY + next_rows[:, None] * stride_dy + cols[None, :], mask=next_mask, other=0.0, eviction_policy=eviction
+        )
+        publish_row_sums(
+            ROW_SUMS, FLAGS + pid, x_next, dy_next, w, MEAN, RSTD, next_rows, next_row_mask, next_mask, part,
+            tile + 2, SPLIT, COMPUTE,
         )  # fmt: skip
-        sum_xhat_wdy, sum_wdy = gather_sums(row_sums + part_slots, group_flags, published, INLINE_ASM)
-        c1 = tl.sum(tl.where(live, sum_xhat_wdy, 0.0), axis=0) * inv_n
-        c2 = tl.sum(tl.where(live, sum_wdy, 0.0), axis=0) * inv_n
-        dw_acc, db_acc = store_dx_and_accumulate(
-            DX, rows, cols, row_mask, col_mask, stride_dx, x_hat, dy, w_dy, rstd, c1 + own, c2 + own, dw_acc, db_acc
+        sum_xhat_wdy, sum_wdy = whole_row_sums(
+            ROW_SUMS, FLAGS + group * SPLIT, rows, row_mask, tile + 1, SPLIT, SPLIT_BLOCK
         )
+        if RELOAD:  # the tile again, from L2: the registers then hold one tile, not two
+            x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
+            dy = tl.load(
+                DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first"
+            )
+        mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
+        rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
+        x_hat, dy_c, w_dy = tile_terms(x, dy, w, mean, rstd, mask, COMPUTE)
+        dw_acc, db_acc = store_dx_and_accumulate(
+            DX, rows, cols, row_mask, col_mask, stride_dx, x_hat, dy_c, w_dy, rstd, sum_xhat_wdy * inv_n,
+            sum_wdy * inv_n, dw_acc, db_acc,
+        )  # fmt: skip
+        x, dy, rows, row_mask, mask = x_next, dy_next, next_rows, next_row_mask, next_mask
 
     store_partial_row(PARTIAL, HAS_DW, HAS_DB, group, programs // SPLIT, N, cols, col_mask, dw_acc, db_acc)
     # The group's last program to get here (the others have done all their waiting)
     # returns the group's flags to zero for the next launch.
+    parts = tl.arange(0, SPLIT_BLOCK)
     done = FLAGS + programs + group
     if tl.atomic_add(done, 1, sem="acq_rel") == SPLIT - 1:
         tl.atomic_xchg(FLAGS + group * SPLIT + parts, 0, mask=parts < SPLIT, sem="relaxed")

@@ -56,7 +56,7 @@ class BackwardConfig(NamedTuple):
     reload: bool = False  # read each tile twice rather than hold it across the row sums
     one_launch: bool = True  # persistent kernel on a GPU: the same launch adds up dW/dB (cooperative grid)
     tail_n: int = 0  # a second tile of this width (a power of two) for the columns past block_n
-    split: bool = False  # wide rows: cdiv(N, block_n) programs share each row, block_n columns each (block_m 1)
+    split: bool = False  # wide rows: cdiv(N, block_n) programs share each row, block_n columns each
 
 
 # Measured on an H100 (tools/tune.py; docs/performance.md has the numbers),
@@ -552,8 +552,8 @@ def _backward_plan(
     elif cfg.split:
         main = _launcher(
             kernels.layer_norm_bwd_split_kernel, HAS_DW=has_dw, HAS_DB=has_db, SPLIT=parts,
-            SPLIT_BLOCK=next_power_of_2(parts), BLOCK_N=cfg.block_n, COMPUTE=compute, NUM_STAGES=cfg.num_stages,
-            INLINE_ASM=not INTERPRET, num_warps=cfg.num_warps,
+            SPLIT_BLOCK=next_power_of_2(parts), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, COMPUTE=compute,
+            RELOAD=cfg.reload, num_warps=cfg.num_warps,
             **({} if INTERPRET else {"launch_cooperative_grid": True}),
         )  # fmt: skip
         dwdb = None
@@ -637,7 +637,7 @@ def _backward_grid(m: int, n: int, device: int, cfg: BackwardConfig, strategy: s
         return min(lock_group_size(n), m), 1  # every buffer gets at least one row
     if cfg.split:  # groups of cdiv(N, block_n) programs, each group a band of rows
         groups = max(1, _sm_count(device) * cfg.programs_per_sm // cdiv(n, cfg.block_n))
-        rows_per_group = cdiv(m, groups)
+        rows_per_group = cdiv(cdiv(m, groups), cfg.block_m) * cfg.block_m
         return cdiv(m, rows_per_group), rows_per_group
     if cfg.looped:  # (column block, row group) grid: about 4 programs per SM in all
         target = cdiv(4 * _sm_count(device), cdiv(n, DWDB_BLOCK_N))

@@ -150,15 +150,15 @@ def test_backward_tiles_cover_the_row(element_size):
 
 @pytest.mark.parametrize("which", ["weight and bias", "weight only", "neither"])
 @pytest.mark.parametrize(
-    "num_stages, per_sm",
+    "reload, per_sm",
     [
-        (1, 1),
-        (3, 3),  # the loads of the next two rows in flight
+        (False, 1),
+        (True, 3),  # each tile read again for dx
     ],
 )
-def test_split_backward(num_stages, per_sm, which):
+def test_split_backward(reload, per_sm, which):
     """Rows shared by programs of 32 columns (on a GPU, 4 per row of 100, the last one holding 4
-    columns), several rows per group, each group's row sums traded through ROW_SUMS and FLAGS;
+    columns), several tiles per group, each group's row sums traded through ROW_SUMS and FLAGS;
     the same bits on a second run, and the flags left at zero for the next launch.
     The interpreter runs it with one program per row (a program would wait forever for a later one)."""
     device = torch.empty(0, device=DEVICE).get_device()
@@ -168,7 +168,7 @@ def test_split_backward(num_stages, per_sm, which):
     weight, bias = _affine(n)
     weight, bias = {"weight and bias": (weight, bias), "weight only": (weight, None), "neither": (None, None)}[which]
     _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
-    cfg = launch.BackwardConfig(False, 1, 32, 1, per_sm, num_stages, split=True)
+    cfg = launch.BackwardConfig(False, 1, 32, 1, per_sm, 1, reload, split=True)
     first = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
     second = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
     exact = layer_norm_backward_reference(dy, x, weight)
