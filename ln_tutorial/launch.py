@@ -90,10 +90,10 @@ BACKWARD_TABLE = {
     32768: (1, 8, 1, 1, True),
 }  # fmt: skip
 BACKWARD_LOOPED = BackwardConfig(True, 16, 16384, 32, 1, 3)
-# Rows too wide for one program: shared by programs of 8 KB of it each (block_n is set
-# from the element size), which trade their row sums (run 72).
-BACKWARD_SPLIT = BackwardConfig(False, 1, 0, 8, 1, split=True)
-SPLIT_BYTES = 8192
+# Half-precision rows too wide for one program: shared by programs of 4096 columns, 4 warps,
+# 2 per SM, which trade their row sums (run 72: 1640 against the looped kernels' 1536 GB/s at
+# 4096 x 32768, 1591 against 1306 at 2048 x 65536). float32 and float64 rows loop: not measured.
+BACKWARD_SPLIT = BackwardConfig(False, 1, 4096, 4, 2, split=True)
 # Half-precision rows that a 16384-wide backward tile pads, by the longest row each entry
 # takes: up to 12288 values an 8192-wide tile plus a power-of-two tail (9216 = 8192 + 1024;
 # run 67 at the launcher: 2171 against 1665 GB/s at 4096 x 9216, 2463 against 1847 at
@@ -133,8 +133,8 @@ def backward_config(n: int, element_size: int) -> BackwardConfig:
     """Launch configuration of the backward for rows of ``n`` elements."""
     block_n = next_power_of_2(n)
     row_bytes = block_n * element_size
-    if row_bytes > MAX_FUSED_BWD_BYTES:  # the split kernel trades float32 sums: float64 rows loop
-        return BACKWARD_LOOPED if element_size == 8 else BACKWARD_SPLIT._replace(block_n=SPLIT_BYTES // element_size)
+    if row_bytes > MAX_FUSED_BWD_BYTES:
+        return BACKWARD_SPLIT if element_size == 2 else BACKWARD_LOOPED
     padded = _padded_entry(BACKWARD_PADDED, n, row_bytes, element_size)
     if padded is not None:
         block_m, num_warps, per_sm, stages, reload, two_tiles = padded

@@ -136,11 +136,11 @@ def test_persistent_backward_pipelining(num_stages, reload, tail_n):
 @pytest.mark.parametrize("element_size", [2, 4, 8])
 def test_backward_tiles_cover_the_row(element_size):
     """Every row length gets tiles that cover the whole row, or (rows too wide for them) programs
-    that share it (float64: the looped kernels); a second tile only where it saves lanes."""
+    that share it (half precision; else the looped kernels); a second tile only where it saves lanes."""
     for n in [*range(1, 20000, 97), 8192, 8193, 12288, 12289, 16384]:
         cfg = launch.backward_config(n, element_size)
         wide = triton.next_power_of_2(n) * element_size > launch.MAX_FUSED_BWD_BYTES
-        assert (cfg.split if element_size < 8 else cfg.looped) == wide, n  # float32 row sums: float64 loops
+        assert (cfg.split if element_size == 2 else cfg.looped) == wide, n
         if wide:
             continue
         assert cfg.block_n + cfg.tail_n >= n, n
