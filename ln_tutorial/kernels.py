@@ -414,8 +414,7 @@ def layer_norm_bwd_dwdb_kernel(
 
 @triton.jit
 def publish_row_sums(
-    ROW_SUMS,  # COMPUTE (M, SPLIT, 2): each part's share of Σ x̂·w·∇y and Σ w·∇y of each row
-    FLAG,  # int32: how many tiles this program has published
+    RECORDS,  # int64 (M, SPLIT, 2), zeroed: each part's two row sums as (1 << 32) | float32 bits
     x,  # (BLOCK_M, BLOCK_N) input as loaded
     dy,  # (BLOCK_M, BLOCK_N) upstream gradient as loaded
     w,  # (BLOCK_N,) weight, or None
@@ -425,49 +424,54 @@ def publish_row_sums(
     row_mask,  # (BLOCK_M,) rows that exist
     mask,  # (BLOCK_M, BLOCK_N) elements that exist
     part,  # which of the SPLIT parts of each row this program holds
-    published,  # tiles published once this one is
     SPLIT: tl.constexpr,  # programs sharing each row
-    COMPUTE: tl.constexpr,  # accumulation dtype
+    COMPUTE: tl.constexpr,  # accumulation dtype (float32)
 ):
-    """Store this program's share of the tile's two row sums, then set its flag to ``published``."""
+    """Write this program's part of the tile's two row sums, Σ x̂·w·∇y and Σ w·∇y.
+
+    Each sum travels with its own "written" flag in one 64-bit word, written
+    atomically: a reader that sees the flag sees the sum, so no fence or
+    barrier is needed, and the record is read in one round trip.
+    """
     mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
     rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
     x_hat, _, w_dy = tile_terms(x, dy, w, mean, rstd, mask, COMPUTE)
-    slot = ROW_SUMS + (rows * SPLIT + part) * 2
-    tl.store(slot, tl.sum(x_hat * w_dy, axis=1), mask=row_mask)
-    tl.store(slot + 1, tl.sum(w_dy, axis=1), mask=row_mask)
-    tl.debug_barrier()  # every thread's stores before the flag says they are there
-    tl.atomic_xchg(FLAG, published, sem="release")
+    record = RECORDS + (rows * SPLIT + part) * 2
+    tl.atomic_xchg(record, written_record(tl.sum(x_hat * w_dy, axis=1)), mask=row_mask, sem="relaxed")
+    tl.atomic_xchg(record + 1, written_record(tl.sum(w_dy, axis=1)), mask=row_mask, sem="relaxed")
+
+
+@triton.jit
+def written_record(total):
+    """``(1 << 32) | the float32 bits of total``: a sum and its "written" flag in one int64."""
+    return (1 << 32) | (total.to(tl.float32).to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF)
 
 
 @triton.jit
 def whole_row_sums(
-    ROW_SUMS,  # COMPUTE (M, SPLIT, 2), as publish_row_sums writes it
-    FLAGS,  # int32 (SPLIT,): the flags of the programs sharing these rows
+    RECORDS,  # int64 (M, SPLIT, 2), as publish_row_sums writes it
     rows,  # (BLOCK_M,) row indices of the tile
     row_mask,  # (BLOCK_M,) rows that exist
-    published,  # wait until every flag is at least this
     SPLIT: tl.constexpr,  # programs sharing each row
     SPLIT_BLOCK: tl.constexpr,  # power of two >= SPLIT
 ):
-    """Σ x̂·w·∇y and Σ w·∇y over whole rows, once all SPLIT parts have published them.
+    """Σ x̂·w·∇y and Σ w·∇y over whole rows, once all SPLIT parts have written theirs.
 
-    Polled with plain loads (volatile: from L2 every time), then one acquire
-    read of the flags orders the reads of the sums after their stores. The
-    parts are added in the same order by every program: deterministic.
+    Polled with volatile loads (from L2 every time). The parts are added in
+    the same order by every program: deterministic.
     """
     parts = tl.arange(0, SPLIT_BLOCK)
-    live = parts < SPLIT
-    while tl.min(tl.load(FLAGS + parts, mask=live, other=published, volatile=True), axis=0) < published:
-        pass
-    tl.atomic_add(FLAGS + parts, 0, mask=live, sem="acquire")
-    tl.debug_barrier()  # no thread reads the sums before the wait is over
-    slots = ROW_SUMS + (rows[:, None] * SPLIT + parts[None, :]) * 2
-    mask = row_mask[:, None] & live[None, :]
-    # .cg: from L2, where the other programs' stores are (L1 is not coherent)
-    sum_xhat_wdy = tl.sum(tl.load(slots, mask=mask, other=0.0, cache_modifier=".cg"), axis=1)
-    sum_wdy = tl.sum(tl.load(slots + 1, mask=mask, other=0.0, cache_modifier=".cg"), axis=1)
-    return sum_xhat_wdy, sum_wdy
+    mask = row_mask[:, None] & (parts < SPLIT)[None, :]
+    records = RECORDS + (rows[:, None] * SPLIT + parts[None, :]) * 2
+    ready = tl.full([], 1 << 32, tl.int64)  # what absent parts and rows read as: written, 0.0
+    first = tl.load(records, mask=mask, other=ready, volatile=True)
+    second = tl.load(records + 1, mask=mask, other=ready, volatile=True)
+    while tl.min(tl.minimum(first, second)) < ready:
+        first = tl.load(records, mask=mask, other=ready, volatile=True)
+        second = tl.load(records + 1, mask=mask, other=ready, volatile=True)
+    first = (first & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
+    second = (second & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
+    return tl.sum(first, axis=1), tl.sum(second, axis=1)
 
 
 @triton.jit
@@ -479,8 +483,7 @@ def layer_norm_bwd_split_kernel(
     RSTD,  # per-row rstd from the forward, (M,)
     DX,  # input gradient, (M, N), rows ``stride_dx`` apart
     PARTIAL,  # COMPUTE (K, G, N): group g's Σ dy * x̂ (if HAS_DW) and Σ dy (if HAS_DB) over its rows
-    ROW_SUMS,  # COMPUTE (M, SPLIT, 2): scratch for the parts' row sums
-    FLAGS,  # int32 (G * SPLIT + G,), zero between launches: tiles published per program, then parts done per group
+    RECORDS,  # int64 (M, SPLIT, 2), zeroed: the parts' row sums, see publish_row_sums
     stride_dy,  # elements between two rows of DY
     stride_x,  # elements between two rows of X
     stride_dx,  # elements between two rows of DX
@@ -493,16 +496,15 @@ def layer_norm_bwd_split_kernel(
     SPLIT_BLOCK: tl.constexpr,  # power of two >= SPLIT
     BLOCK_M: tl.constexpr,  # rows per tile
     BLOCK_N: tl.constexpr,  # columns of each row that one program holds
-    COMPUTE: tl.constexpr,  # accumulation dtype
-    RELOAD: tl.constexpr,  # read each tile a second time (from L2) for dx rather than hold it
+    COMPUTE: tl.constexpr,  # accumulation dtype (float32)
 ):
     """Rows too wide for one program's registers, read once: SPLIT programs share each row.
 
     Program ``g * SPLIT + part`` holds columns ``[part * BLOCK_N, (part + 1) * BLOCK_N)``
     of group ``g``'s rows, and its dW/dB partial sums for those columns. c1 and c2
-    need sums over the whole row, so each program publishes its part of them
+    need sums over the whole row, so each program writes its part of them
     (:func:`publish_row_sums`) and waits for the others' (:func:`whole_row_sums`).
-    A tile's sums are published one tile ahead of their use: while the others
+    A tile's sums are written one tile ahead of their use: while the others
     catch up, the program is loading and summing its next tile. The programs
     wait for each other, so all must be resident at once: a cooperative launch.
     """
@@ -521,33 +523,18 @@ def layer_norm_bwd_split_kernel(
     rows = row_begin + tl.arange(0, BLOCK_M)
     row_mask = rows < row_end
     mask = row_mask[:, None] & col_mask[None, :]
-    eviction: tl.constexpr = "evict_last" if RELOAD else ""
-    x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0, eviction_policy=eviction)
-    dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0, eviction_policy=eviction)
-    publish_row_sums(ROW_SUMS, FLAGS + pid, x, dy, w, MEAN, RSTD, rows, row_mask, mask, part, 1, SPLIT, COMPUTE)
-    for row_start in range(row_begin, row_end, BLOCK_M):
-        tile = ((row_start - row_begin) // BLOCK_M).to(tl.int32)  # 0, 1, ...: this tile's flag is tile + 1
+    x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0)
+    dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0)
+    publish_row_sums(RECORDS, x, dy, w, MEAN, RSTD, rows, row_mask, mask, part, SPLIT, COMPUTE)
+    for _ in range(row_begin, row_end, BLOCK_M):
         next_rows = rows + BLOCK_M
         next_row_mask = next_rows < row_end
         next_mask = next_row_mask[:, None] & col_mask[None, :]
-        x_next = tl.load(
-            X + next_rows[:, None] * stride_x + cols[None, :], mask=next_mask, other=0.0, eviction_policy=eviction
-        )
-        dy_next = tl.load(
-            DY + next_rows[:, None] * stride_dy + cols[None, :], mask=next_mask, other=0.0, eviction_policy=eviction
-        )
-        publish_row_sums(
-            ROW_SUMS, FLAGS + pid, x_next, dy_next, w, MEAN, RSTD, next_rows, next_row_mask, next_mask, part,
-            tile + 2, SPLIT, COMPUTE,
-        )  # fmt: skip
-        sum_xhat_wdy, sum_wdy = whole_row_sums(
-            ROW_SUMS, FLAGS + group * SPLIT, rows, row_mask, tile + 1, SPLIT, SPLIT_BLOCK
-        )
-        if RELOAD:  # the tile again, from L2: the registers then hold one tile, not two
-            x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
-            dy = tl.load(
-                DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first"
-            )
+        x_next = tl.load(X + next_rows[:, None] * stride_x + cols[None, :], mask=next_mask, other=0.0)
+        dy_next = tl.load(DY + next_rows[:, None] * stride_dy + cols[None, :], mask=next_mask, other=0.0)
+        publish_row_sums(RECORDS, x_next, dy_next, w, MEAN, RSTD, next_rows, next_row_mask, next_mask, part, SPLIT,
+                         COMPUTE)  # fmt: skip
+        sum_xhat_wdy, sum_wdy = whole_row_sums(RECORDS, rows, row_mask, SPLIT, SPLIT_BLOCK)
         mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
         rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
         x_hat, dy_c, w_dy = tile_terms(x, dy, w, mean, rstd, mask, COMPUTE)
@@ -556,15 +543,7 @@ def layer_norm_bwd_split_kernel(
             sum_wdy * inv_n, dw_acc, db_acc,
         )  # fmt: skip
         x, dy, rows, row_mask, mask = x_next, dy_next, next_rows, next_row_mask, next_mask
-
     store_partial_row(PARTIAL, HAS_DW, HAS_DB, group, programs // SPLIT, N, cols, col_mask, dw_acc, db_acc)
-    # The group's last program to get here (the others have done all their waiting)
-    # returns the group's flags to zero for the next launch.
-    parts = tl.arange(0, SPLIT_BLOCK)
-    done = FLAGS + programs + group
-    if tl.atomic_add(done, 1, sem="acq_rel") == SPLIT - 1:
-        tl.atomic_xchg(FLAGS + group * SPLIT + parts, 0, mask=parts < SPLIT, sem="relaxed")
-        tl.atomic_xchg(done, 0, sem="relaxed")
 
 
 @triton.jit

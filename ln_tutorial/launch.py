@@ -466,10 +466,9 @@ def layer_norm_backward(
             _backward_plan.cache_clear()
             return layer_norm_backward(dy, x, weight, bias, mean, rstd, strategy, config)
     elif cfg.split:  # `programs` groups of `parts` programs, rows_per_program rows per group
-        row_sums = mean.new_empty((m, plan.parts, 2))
-        flags = _split_flags(device, torch._C._cuda_getCurrentRawStream(device) if device >= 0 else 0)
+        records = torch.zeros((m, plan.parts, 2), dtype=torch.int64, device=x.device)  # the parts' row sums
         try:
-            plan.main((plan.programs * plan.parts,), *row_tensors, partial, row_sums, flags, *strides, m, n,
+            plan.main((plan.programs * plan.parts,), *row_tensors, partial, records, *strides, m, n,
                       plan.rows_per_program)  # fmt: skip
         except RuntimeError as error:
             if config is not None or "cooperative launch" not in str(error):
@@ -553,7 +552,7 @@ def _backward_plan(
         main = _launcher(
             kernels.layer_norm_bwd_split_kernel, HAS_DW=has_dw, HAS_DB=has_db, SPLIT=parts,
             SPLIT_BLOCK=next_power_of_2(parts), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, COMPUTE=compute,
-            RELOAD=cfg.reload, num_warps=cfg.num_warps,
+            num_warps=cfg.num_warps,
             **({} if INTERPRET else {"launch_cooperative_grid": True}),
         )  # fmt: skip
         dwdb = None
@@ -609,16 +608,6 @@ def _split_config(cfg: BackwardConfig, n: int, device: int, chosen: bool) -> Bac
     if chosen and (too_many or (device, cfg) in _cooperative_refused):
         return BACKWARD_LOOPED
     return cfg
-
-
-@functools.lru_cache(maxsize=None)
-def _split_flags(device: int, stream: int) -> torch.Tensor:
-    """The flags of ``kernels.layer_norm_bwd_split_kernel`` for launches on one stream of one GPU.
-
-    One per program and one per group; an SM holds at most 32 programs.
-    Each launch leaves them at zero for the next, as ``_grid_barrier`` does.
-    """
-    return torch.zeros(2 * 32 * _sm_count(device), dtype=torch.int32, device=device if device >= 0 else "cpu")
 
 
 @functools.lru_cache(maxsize=None)

@@ -55,10 +55,10 @@ def backward_candidates(n, size):
         for step, stages in itertools.product((4096, 8192), (1, 2, 3)):
             yield launch.BackwardConfig(True, 16, step, 16, 1, stages)
     if block_n * size >= 32768:  # rows shared by programs of block_n columns each (cooperative launch)
-        for step, warps, reload in itertools.product((2048, 4096, 8192), (4, 8, 16), (False, True)):
-            if 8 <= step // (32 * warps) <= 32 and step < n:
+        for step, block_m, warps in itertools.product((2048, 4096, 8192), (1, 2), (4, 8, 16)):
+            if 8 <= block_m * step // (32 * warps) <= 32 and step < n:
                 for per_sm in (1, 2, 3, 4):
-                    yield launch.BackwardConfig(False, 1, step, warps, per_sm, 1, reload, split=True)
+                    yield launch.BackwardConfig(False, block_m, step, warps, per_sm, split=True)
     if size == 2 and 8192 < n <= 16384:  # an 8192-wide tile and a second one for the rest of the row
         tail = triton.next_power_of_2(n - 8192)
         for (block_m, warps), stages in itertools.product(((1, 4), (1, 8), (1, 16), (2, 16)), (1, 2, 3)):
