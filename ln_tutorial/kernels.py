@@ -504,8 +504,8 @@ def layer_norm_bwd_split_kernel(
     of group ``g``'s rows, and its dW/dB partial sums for those columns. c1 and c2
     need sums over the whole row, so each program writes its part of them
     (:func:`publish_row_sums`) and waits for the others' (:func:`whole_row_sums`).
-    A tile's sums are written one tile ahead of their use, and the wait for
-    them overlaps the loads of the next tile. The programs
+    A tile's sums are written one tile ahead of their use: while the others
+    catch up, the program is loading and summing its next tile. The programs
     wait for each other, so all must be resident at once: a cooperative launch.
     """
     inv_n = reciprocal(N, COMPUTE)
@@ -530,9 +530,10 @@ def layer_norm_bwd_split_kernel(
         next_rows = rows + BLOCK_M
         next_row_mask = next_rows < row_end
         next_mask = next_row_mask[:, None] & col_mask[None, :]
-        # The next tile's loads are issued first: their latency overlaps the wait for this tile's sums.
         x_next = tl.load(X + next_rows[:, None] * stride_x + cols[None, :], mask=next_mask, other=0.0)
         dy_next = tl.load(DY + next_rows[:, None] * stride_dy + cols[None, :], mask=next_mask, other=0.0)
+        publish_row_sums(RECORDS, x_next, dy_next, w, MEAN, RSTD, next_rows, next_row_mask, next_mask, part, SPLIT,
+                         COMPUTE)  # fmt: skip
         sum_xhat_wdy, sum_wdy = whole_row_sums(RECORDS, rows, row_mask, SPLIT, SPLIT_BLOCK)
         mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
         rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
@@ -541,8 +542,6 @@ def layer_norm_bwd_split_kernel(
             DX, rows, cols, row_mask, col_mask, stride_dx, x_hat, dy_c, w_dy, rstd, sum_xhat_wdy * inv_n,
             sum_wdy * inv_n, dw_acc, db_acc,
         )  # fmt: skip
-        publish_row_sums(RECORDS, x_next, dy_next, w, MEAN, RSTD, next_rows, next_row_mask, next_mask, part, SPLIT,
-                         COMPUTE)  # fmt: skip
         x, dy, rows, row_mask, mask = x_next, dy_next, next_rows, next_row_mask, next_mask
     store_partial_row(PARTIAL, HAS_DW, HAS_DB, group, programs // SPLIT, N, cols, col_mask, dw_acc, db_acc)
 
