@@ -532,10 +532,9 @@ def layer_norm_bwd_split_kernel(
         next_mask = next_row_mask[:, None] & col_mask[None, :]
         x_next = tl.load(X + next_rows[:, None] * stride_x + cols[None, :], mask=next_mask, other=0.0)
         dy_next = tl.load(DY + next_rows[:, None] * stride_dy + cols[None, :], mask=next_mask, other=0.0)
-        # wait for this tile's sums while the next tile's loads are in flight, publish the next tile's
-        sum_xhat_wdy, sum_wdy = whole_row_sums(RECORDS, rows, row_mask, SPLIT, SPLIT_BLOCK)
         publish_row_sums(RECORDS, x_next, dy_next, w, MEAN, RSTD, next_rows, next_row_mask, next_mask, part, SPLIT,
                          COMPUTE)  # fmt: skip
+        sum_xhat_wdy, sum_wdy = whole_row_sums(RECORDS, rows, row_mask, SPLIT, SPLIT_BLOCK)
         mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
         rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
         x_hat, dy_c, w_dy = tile_terms(x, dy, w, mean, rstd, mask, COMPUTE)
