@@ -90,10 +90,10 @@ BACKWARD_TABLE = {
     32768: (1, 8, 1, 1, True),
 }  # fmt: skip
 BACKWARD_LOOPED = BackwardConfig(True, 16, 16384, 32, 1, 3)
-# Half-precision rows too wide for one program: shared by programs of 4096 columns, 4 warps,
-# 2 per SM, which trade their row sums (run 72: 1640 against the looped kernels' 1536 GB/s at
-# 4096 x 32768, 1591 against 1306 at 2048 x 65536). float32 and float64 rows loop: not measured.
-BACKWARD_SPLIT = BackwardConfig(False, 1, 4096, 4, 2, split=True)
+# Half-precision rows too wide for one program: shared by programs of 2048 columns, 4 warps,
+# 4 per SM, which trade their row sums (run 72: 2223 against the looped kernels' 1530 GB/s at
+# 4096 x 32768, 2133 against 1526 at 2048 x 65536). float32 and float64 rows loop: not measured.
+BACKWARD_SPLIT = BackwardConfig(False, 1, 2048, 4, 4, split=True)
 # Half-precision rows that a 16384-wide backward tile pads, by the longest row each entry
 # takes: up to 12288 values an 8192-wide tile plus a power-of-two tail (9216 = 8192 + 1024;
 # run 67 at the launcher: 2171 against 1665 GB/s at 4096 x 9216, 2463 against 1847 at
