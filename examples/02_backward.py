@@ -23,6 +23,9 @@ In doing so, you will learn about:
 
 * A grid-wide barrier, safe only under a cooperative launch, that lets the
   same programs finish the reduction without a second launch.
+
+* Rows too wide for one program: several programs share each row and trade
+  their parts of the row sums through global memory.
 """
 
 # %%
@@ -476,17 +479,55 @@ plt.show()
 # the last bit, while :math:`\nabla_x` is identical. Each path, run again,
 # gives the same bits.
 #
+# Rows too wide for one program
+# -----------------------------
+#
+# Past ``MAX_FUSED_BWD_BYTES`` of input (32 KB: the backward holds two rows
+# and the partial sums, so its limit is lower than the forward's) a row and
+# its :math:`\nabla_w`, :math:`\nabla_b` partial sums no longer fit in one
+# SM's registers. One way out is to loop: a :math:`\nabla_x` kernel that
+# sweeps each row twice, like the wide forward, and a separate kernel for the
+# partial rows on a (column block, row group) grid. That reads :math:`x` and
+# :math:`\nabla_y` twice from memory, 5 units of traffic where 3 are needed:
+# about half of copy speed. Half-precision rows take another way: ``SPLIT``
+# programs share each row, each holding ``BLOCK_N`` of its columns (and their
+# partial sums) for all the rows of its group. Only :math:`c_1` and
+# :math:`c_2` need the whole row, and they are sums: each program adds its
+# part, writes it to global memory, and reads the others' parts.
+#
+# The trade must be cheap, because it happens once per row. Each part of a
+# sum travels in one 64-bit word together with a "written" bit, and the word
+# is written atomically: a program that reads the bit set reads the sum
+# with it, so there is no flag to order against the data, no fence and no
+# barrier, and the words start at zero in a buffer zeroed for each call.
+# And each program publishes a tile's sums one tile before it needs the
+# others': while they catch up, it is loading and summing its next tile.
+
+# ln_tutorial:source ln_tutorial.kernels.written_record
+# ln_tutorial:source ln_tutorial.kernels.publish_row_sums
+# ln_tutorial:source ln_tutorial.kernels.whole_row_sums
+# ln_tutorial:source ln_tutorial.kernels.layer_norm_bwd_split_kernel
+
+# %%
+# The programs of a group wait for each other, so all of them must be resident
+# at once: the launch is cooperative, and a grid that does not fit is refused
+# by the driver rather than left to hang. When the package chose the
+# configuration, a refusal (or a row with more parts than the GPU holds
+# programs) sends the call to the looped kernels instead. The interpreter runs
+# programs one after another, so a program would wait forever for a later
+# one: there each row has one part.
+
+# ln_tutorial:source ln_tutorial.launch.BACKWARD_SPLIT
+# ln_tutorial:source ln_tutorial.launch._split_config
+
+# %%
 # ``layer_norm_backward`` ties it together: the lock kernel, the persistent
-# kernel in one launch or two, or, for rows too wide for registers (more than
-# ``MAX_FUSED_BWD_BYTES`` of input: the backward holds two rows and the
-# partial sums, so its limit is lower than the forward's), a looped
-# :math:`\nabla_x` kernel that sweeps each row twice, like the wide forward,
-# plus a separate kernel for the :math:`\nabla_w`, :math:`\nabla_b` partial
-# rows on a (column block, row group) grid. Except in the one-launch case the
-# same second stage adds the partial rows. The persistent and wide-row kernels
-# take the partial buffer whole and find the :math:`\nabla_b` rows after the
-# :math:`\nabla_w` ones (``store_partial_row`` above): splitting it into two views on the host
-# would cost more time than the small kernels it feeds.
+# kernel in one launch or two, the split kernel, or the looped kernels. Except
+# in the one-launch case the same second stage adds the partial rows. The
+# persistent, split and looped kernels take the partial buffer whole and find
+# the :math:`\nabla_b` rows after the :math:`\nabla_w` ones
+# (``store_partial_row`` above): splitting it into two views on the host would
+# cost more time than the small kernels it feeds.
 
 # ln_tutorial:source ln_tutorial.launch.layer_norm_backward
 
@@ -519,12 +560,13 @@ plt.show()
 
 print("MAX_FUSED_BWD_BYTES =", launch.MAX_FUSED_BWD_BYTES, " ONE_LAUNCH_MAX_BYTES =", launch.ONE_LAUNCH_MAX_BYTES)
 print(f"{'N':>7} {'dtype':>9} {'BLOCK_M':>8} {'BLOCK_N':>8} {'warps':>6} {'per SM':>7} {'stages':>7} "
-      f"{'reload':>7} {'TAIL_N':>7} {'looped':>7}")
+      f"{'reload':>7} {'TAIL_N':>7} {'looped':>7} {'split':>6}")
 for n in (768, 1024, 4096, 8192, 9216, 12800, 16384, 32768):
     for dtype in (torch.float16, torch.float32):
         cfg = launch.backward_config(n, torch.empty(0, dtype=dtype).element_size())
         print(f"{n:>7} {str(dtype)[6:]:>9} {cfg.block_m:>8} {cfg.block_n:>8} {cfg.num_warps:>6} "
-              f"{cfg.programs_per_sm:>7} {cfg.num_stages:>7} {cfg.reload!s:>7} {cfg.tail_n:>7} {cfg.looped!s:>7}")
+              f"{cfg.programs_per_sm:>7} {cfg.num_stages:>7} {cfg.reload!s:>7} {cfg.tail_n:>7} {cfg.looped!s:>7} "
+              f"{cfg.split!s:>6}")
 
 # %%
 # Checking the gradients
