@@ -503,6 +503,7 @@ plt.show()
 # And each program publishes a tile's sums one tile before it needs the
 # others': while they catch up, it is loading and summing its next tile.
 
+# ln_tutorial:source ln_tutorial.kernels.load_raw_tile
 # ln_tutorial:source ln_tutorial.kernels.written_record
 # ln_tutorial:source ln_tutorial.kernels.publish_row_sums
 # ln_tutorial:source ln_tutorial.kernels.whole_row_sums

@@ -413,6 +413,26 @@ def layer_norm_bwd_dwdb_kernel(
 
 
 @triton.jit
+def load_raw_tile(
+    X,  # input, rows ``stride_x`` elements apart
+    DY,  # upstream gradient, rows ``stride_dy`` elements apart
+    rows,  # (BLOCK_M,) row indices of the tile
+    row_end,  # rows from here on are not the program's
+    cols,  # (BLOCK_N,) column indices of the tile
+    col_mask,  # (BLOCK_N,) columns that exist
+    stride_x,  # elements between two rows of X
+    stride_dy,  # elements between two rows of DY
+):
+    """x and ∇y of a tile as stored (two bytes a value in half precision: fewer registers
+    to hold than the float32 terms), and its row mask and element mask."""
+    row_mask = rows < row_end
+    mask = row_mask[:, None] & col_mask[None, :]
+    x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0)
+    dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0)
+    return x, dy, row_mask, mask
+
+
+@triton.jit
 def publish_row_sums(
     RECORDS,  # int64 (M, SPLIT, 2), zeroed: each part's two row sums as (1 << 32) | float32 bits
     x,  # (BLOCK_M, BLOCK_N) input as loaded
@@ -521,17 +541,13 @@ def layer_norm_bwd_split_kernel(
     row_end = tl.minimum(row_begin + rows_per_group, M)
 
     rows = row_begin + tl.arange(0, BLOCK_M)
-    row_mask = rows < row_end
-    mask = row_mask[:, None] & col_mask[None, :]
-    x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0)
-    dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0)
+    x, dy, row_mask, mask = load_raw_tile(X, DY, rows, row_end, cols, col_mask, stride_x, stride_dy)
     publish_row_sums(RECORDS, x, dy, w, MEAN, RSTD, rows, row_mask, mask, part, SPLIT, COMPUTE)
     for _ in range(row_begin, row_end, BLOCK_M):
         next_rows = rows + BLOCK_M
-        next_row_mask = next_rows < row_end
-        next_mask = next_row_mask[:, None] & col_mask[None, :]
-        x_next = tl.load(X + next_rows[:, None] * stride_x + cols[None, :], mask=next_mask, other=0.0)
-        dy_next = tl.load(DY + next_rows[:, None] * stride_dy + cols[None, :], mask=next_mask, other=0.0)
+        x_next, dy_next, next_row_mask, next_mask = load_raw_tile(
+            X, DY, next_rows, row_end, cols, col_mask, stride_x, stride_dy
+        )
         publish_row_sums(RECORDS, x_next, dy_next, w, MEAN, RSTD, next_rows, next_row_mask, next_mask, part, SPLIT,
                          COMPUTE)  # fmt: skip
         sum_xhat_wdy, sum_wdy = whole_row_sums(RECORDS, rows, row_mask, SPLIT, SPLIT_BLOCK)
