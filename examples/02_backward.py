@@ -518,6 +518,7 @@ plt.show()
 # programs one after another, so a program would wait forever for a later
 # one: there each row has one part.
 
+# ln_tutorial:source ln_tutorial.launch.BackwardConfig
 # ln_tutorial:source ln_tutorial.launch.BACKWARD_SPLIT
 # ln_tutorial:source ln_tutorial.launch._split_config
 
