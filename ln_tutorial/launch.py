@@ -516,7 +516,7 @@ class BackwardPlan(NamedTuple):
     programs: int  # dW/dB partial rows: persistent programs, row groups or lock buffers
     rows_per_program: int  # rows each of them adds up
     parts: int  # programs that share each row (split configurations; else 1)
-    main: Launcher  # the persistent kernel, the lock kernel, or the wide rows' dx kernel
+    main: Launcher  # the persistent, lock or split kernel, or the wide rows' dx kernel
     dwdb: Optional[Launcher]  # wide rows: the kernel of the dW/dB partial rows
     reduce: Optional[Launcher]  # second stage: adds the partial rows (None: main does it)
 

@@ -124,11 +124,11 @@ def _backward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_d
     if weight_dtype is None and bias_dtype is None:
         return None
     cfg = launch.backward_config(n, dtype.itemsize)
+    if cfg.looped or cfg.split:  # wide rows: the GPU, not the host, decides there
+        return None
     plan = launch._backward_plan(
         m, n, dtype, device, "deterministic", cfg, weight_dtype is not None, bias_dtype is not None
     )
-    if plan.dwdb is not None or plan.parts > 1:  # wide rows: the GPU, not the host, decides there
-        return None
     x, stats = _row_stand_ins(dtype, device)
     weight = _stand_in(weight_dtype, device)
     grads = [g for g in (weight, _stand_in(bias_dtype, device)) if g is not None]
