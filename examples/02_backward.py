@@ -521,6 +521,7 @@ plt.show()
 # ln_tutorial:source ln_tutorial.launch.BackwardConfig
 # ln_tutorial:source ln_tutorial.launch.BACKWARD_SPLIT
 # ln_tutorial:source ln_tutorial.launch._split_config
+# ln_tutorial:source ln_tutorial.launch._remember_refusal
 
 # %%
 # ``layer_norm_backward`` ties it together: the lock kernel, the persistent

@@ -459,11 +459,7 @@ def layer_norm_backward(
             arguments = _one_launch_arguments(row_tensors, partial, grads, barrier, strides, m, n, plan)
             plan.main((plan.programs,), *arguments)
         except RuntimeError as error:
-            if "cooperative launch" not in str(error):
-                raise
-            # More programs than the GPU can hold at once (a share of it taken, say): two launches from now on.
-            _cooperative_refused.add((device, cfg))
-            _backward_plan.cache_clear()
+            _remember_refusal(error, device, cfg)  # two launches from now on
             return layer_norm_backward(dy, x, weight, bias, mean, rstd, strategy, config)
     elif cfg.split:  # `programs` groups of `parts` programs, rows_per_program rows per group
         records = torch.zeros((m, plan.parts, 2), dtype=torch.int64, device=x.device)  # the parts' row sums
@@ -471,9 +467,9 @@ def layer_norm_backward(
             plan.main((plan.programs * plan.parts,), *row_tensors, partial, records, *strides, m, n,
                       plan.rows_per_program)  # fmt: skip
         except RuntimeError as error:
-            if config is not None or "cooperative launch" not in str(error):
+            if config is not None:  # the caller's configuration is kept: its refusal is the caller's to see
                 raise
-            _cooperative_refused.add((device, cfg))  # too many programs to be resident: the looped kernels
+            _remember_refusal(error, device, cfg)  # the looped kernels from now on
             return layer_norm_backward(dy, x, weight, bias, mean, rstd, strategy, config)
     elif not cfg.looped:  # persistent: `programs` programs, rows_per_program rows each
         plan.main((plan.programs,), *_persistent_arguments(row_tensors, partial, strides, m, n, plan))
@@ -592,6 +588,16 @@ def _backward_plan(
 
 #: (device, configuration) whose one-launch or split backward the driver refused: too many programs.
 _cooperative_refused: set = set()
+
+
+def _remember_refusal(error: RuntimeError, device: int, cfg: BackwardConfig) -> None:
+    """Re-raise ``error`` unless the driver refused a cooperative launch: more programs than
+    the GPU can hold at once (a share of it taken, say). Then remember ``cfg`` as refused on
+    ``device``; its calls take a path without a cooperative grid from then on."""
+    if "cooperative launch" not in str(error):
+        raise error
+    _cooperative_refused.add((device, cfg))
+    _backward_plan.cache_clear()
 
 
 def _split_config(cfg: BackwardConfig, n: int, device: int, chosen: bool) -> BackwardConfig:
