@@ -50,61 +50,32 @@ def layer_norm_fwd_kernel(
     eps,  # added to the variance, as in torch (rounded to float32 by Triton)
     eps_lo,  # eps minus its float32 rounding, so float64 inputs see eps exactly
     BLOCK_M: tl.constexpr,  # rows handled together by one program
-    BLOCK_N: tl.constexpr,  # power of two >= N (the whole row stays on chip), or the first BLOCK_N columns
+    BLOCK_N: tl.constexpr,  # power of two >= N: the whole row stays on chip
     COMPUTE: tl.constexpr,  # accumulation dtype
-    TAIL_N: tl.constexpr = 0,  # 0, or a power of two >= N - BLOCK_N: a second tile for the rest of the row
 ):
-    """One program normalizes ``BLOCK_M`` whole rows held in registers.
-
-    A row that one power of two would pad by a quarter or more (9216 values in
-    a 16384-wide tile) is held as two tiles, ``BLOCK_N`` and ``TAIL_N`` wide
-    (8192 + 1024), so that fewer lanes idle.
-    """
+    """One program normalizes ``BLOCK_M`` whole rows held in registers."""
     inv_n = reciprocal(N, COMPUTE)
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_mask = rows < M
     cols = tl.arange(0, BLOCK_N)
-    x, mask = load_rows(X, rows, cols, row_mask, N, stride_x, COMPUTE)
-    total = tl.sum(x, axis=1)
-    if TAIL_N > 0:
-        tail_cols = BLOCK_N + tl.arange(0, TAIL_N)
-        x_tail, tail_mask = load_rows(X, rows, tail_cols, row_mask, N, stride_x, COMPUTE)
-        total += tl.sum(x_tail, axis=1)
-    mean = total * inv_n
+    row_mask = rows < M
+    col_mask = cols < N
+    mask = row_mask[:, None] & col_mask[None, :]
+
+    x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(COMPUTE)
+    mean = tl.sum(x, axis=1) * inv_n
     # Centre first, then square: the two-pass variance does not cancel.
     x_centered = tl.where(mask, x - mean[:, None], 0.0)
-    sum_sq = tl.sum(x_centered * x_centered, axis=1)
-    if TAIL_N > 0:
-        tail_centered = tl.where(tail_mask, x_tail - mean[:, None], 0.0)
-        sum_sq += tl.sum(tail_centered * tail_centered, axis=1)
-    var = sum_sq * inv_n
+    var = tl.sum(x_centered * x_centered, axis=1) * inv_n
     rstd = 1.0 / tl.sqrt(var + eps + eps_lo)
-
-    store_normalized(Y, W, B, x_centered, rstd, rows, cols, mask, N, stride_y, COMPUTE)
-    if TAIL_N > 0:
-        store_normalized(Y, W, B, tail_centered, rstd, rows, tail_cols, tail_mask, N, stride_y, COMPUTE)
-    tl.store(MEAN + rows, mean, mask=row_mask)
-    tl.store(RSTD + rows, rstd, mask=row_mask)
-
-
-@triton.jit
-def load_rows(X, rows, cols, row_mask, N, stride_x, COMPUTE: tl.constexpr):
-    """The tile ``X[rows, cols]`` (zero outside the matrix) in COMPUTE dtype, and its mask."""
-    mask = row_mask[:, None] & (cols < N)[None, :]
-    x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0)
-    return x.to(COMPUTE), mask
-
-
-@triton.jit
-def store_normalized(Y, W, B, x_centered, rstd, rows, cols, mask, N, stride_y, COMPUTE: tl.constexpr):
-    """``Y[rows, cols] = x̂ * w + b`` with ``x̂ = x_centered * rstd``."""
-    col_mask = cols < N
     y = x_centered * rstd[:, None]
     if W is not None:
         y = y * tl.load(W + cols, mask=col_mask, other=0.0).to(COMPUTE)[None, :]
     if B is not None:
         y = y + tl.load(B + cols, mask=col_mask, other=0.0).to(COMPUTE)[None, :]
+
     tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+    tl.store(MEAN + rows, mean, mask=row_mask)
+    tl.store(RSTD + rows, rstd, mask=row_mask)
 
 
 @triton.jit

@@ -44,7 +44,6 @@ class ForwardConfig(NamedTuple):
     block_m: int  # rows per program (fused) -- 1 when looped
     block_n: int  # power of two covering the row, or the loop step
     num_warps: int
-    tail_n: int = 0  # a second tile of this width (a power of two) for the columns past block_n
 
 
 class BackwardConfig(NamedTuple):
@@ -408,7 +407,7 @@ def _forward_launcher(cfg: ForwardConfig, dtype: torch.dtype) -> Launcher:
     meta = dict(BLOCK_N=cfg.block_n, COMPUTE=_compute_dtype(dtype), num_warps=cfg.num_warps)
     if cfg.looped:
         return _launcher(kernels.layer_norm_fwd_looped_kernel, **meta)
-    return _launcher(kernels.layer_norm_fwd_kernel, BLOCK_M=cfg.block_m, TAIL_N=cfg.tail_n, **meta)
+    return _launcher(kernels.layer_norm_fwd_kernel, BLOCK_M=cfg.block_m, **meta)
 
 
 def layer_norm_backward(
