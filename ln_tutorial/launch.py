@@ -97,10 +97,10 @@ BACKWARD_SPLIT = BackwardConfig(False, 1, 2048, 4, 4, split=True)
 # Half-precision rows that a 16384-wide backward tile pads, by the longest row each entry
 # takes: up to 12288 values an 8192-wide tile plus a power-of-two tail (9216 = 8192 + 1024;
 # run 67 at the launcher: 2171 against 1665 GB/s at 4096 x 9216, 2463 against 1847 at
-# 12288); past that the 16384 tile with two tiles in flight (run 69: 1928 against 1733 at
-# 12800; at 16384 itself one in flight stays best, 2255 against 2128 at 8192 x 16384).
+# 12288). Past that the split kernel (run 79, end to end: 1881-2108 against 1852-2079 GB/s at
+# 4096 x 12800 ... 15872); at 16384 itself the fused kernel stays (2297 against 2261).
 # (rows per loop step, warps, programs per SM, tiles in flight, reload, two tiles)
-BACKWARD_PADDED = {32768: [((1, 8, 1, 3, False, True), 12288), ((1, 8, 1, 2, True, False), 16383)]}
+BACKWARD_PADDED = {32768: [((1, 8, 1, 3, False, True), 12288), (BACKWARD_SPLIT, 16383)]}
 
 
 def _padded_entry(table: dict, n: int, row_bytes: int, element_size: int):
@@ -136,6 +136,8 @@ def backward_config(n: int, element_size: int) -> BackwardConfig:
     if row_bytes > MAX_FUSED_BWD_BYTES:
         return BACKWARD_SPLIT if element_size == 2 else BACKWARD_LOOPED
     padded = _padded_entry(BACKWARD_PADDED, n, row_bytes, element_size)
+    if isinstance(padded, BackwardConfig):  # a configuration as it is
+        return padded
     if padded is not None:
         block_m, num_warps, per_sm, stages, reload, two_tiles = padded
         head = block_n // 2 if two_tiles else block_n

@@ -29,6 +29,7 @@ def _affine(n, dtype=torch.float32):
         pytest.param((2048, 8191), id="2048x8191", marks=gpu),  # odd N
         pytest.param((512, 8193), id="512x8193", marks=gpu),  # half precision: tiles of 8192 + 1
         pytest.param((1000, 10000), id="1000x10000", marks=gpu),  # half precision: 8192 + 2048, partly masked
+        pytest.param((300, 12800), id="300x12800", marks=gpu),  # half precision: 7 programs a row, the last 512 wide
         pytest.param((1024, 16384), id="1024x16384", marks=gpu),  # widest fused backward row
     ],
 )
@@ -136,12 +137,14 @@ def test_persistent_backward_pipelining(num_stages, reload, tail_n):
 @pytest.mark.parametrize("element_size", [2, 4, 8])
 def test_backward_tiles_cover_the_row(element_size):
     """Every row length gets tiles that cover the whole row, or (rows too wide for them) programs
-    that share it (half precision; else the looped kernels); a second tile only where it saves lanes."""
-    for n in [*range(1, 20000, 97), 8192, 8193, 12288, 12289, 16384]:
+    that share it (half precision; else the looped kernels); a second tile only where it saves lanes.
+    Half-precision rows that a 16384-wide tile would pad by up to a quarter are shared too."""
+    for n in [*range(1, 20000, 97), 8192, 8193, 12288, 12289, 16383, 16384]:
         cfg = launch.backward_config(n, element_size)
         wide = triton.next_power_of_2(n) * element_size > launch.MAX_FUSED_BWD_BYTES
-        assert (cfg.split if element_size == 2 else cfg.looped) == wide, n
-        if wide:
+        assert cfg.split == (element_size == 2 and (wide or 12288 < n < 16384)), n
+        assert cfg.looped == (wide and element_size != 2), n
+        if cfg.split or cfg.looped:
             continue
         assert cfg.block_n + cfg.tail_n >= n, n
         assert cfg.tail_n == 0 or cfg.block_n + cfg.tail_n < triton.next_power_of_2(n), n
@@ -286,6 +289,7 @@ def test_gradcheck_float64(strategy, affine):
         pytest.param((300, 96), id="interp"),
         pytest.param((4096, 1024), id="4096x1024", marks=gpu),  # one launch
         pytest.param((16384, 4096), id="16384x4096", marks=gpu),  # two launches
+        pytest.param((1024, 12800), id="1024x12800", marks=gpu),  # rows shared by programs
     ],
 )
 def test_deterministic_gradients_are_bitwise_equal(shape):
