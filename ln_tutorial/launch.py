@@ -99,7 +99,8 @@ BACKWARD_SPLIT = BackwardConfig(False, 1, 2048, 4, 4, split=True)
 # run 67 at the launcher: 2171 against 1665 GB/s at 4096 x 9216, 2463 against 1847 at
 # 12288). Past that the split kernel (run 79, end to end: 1881-2108 against 1852-2079 GB/s at
 # 4096 x 12800 ... 15872); at 16384 itself the fused kernel stays (2297 against 2261).
-# (rows per loop step, warps, programs per SM, tiles in flight, reload, two tiles)
+# An entry: (rows per loop step, warps, programs per SM, tiles in flight, reload, two tiles),
+# or a whole configuration.
 BACKWARD_PADDED = {32768: [((1, 8, 1, 3, False, True), 12288), (BACKWARD_SPLIT, 16383)]}
 
 
