@@ -489,7 +489,8 @@ plt.show()
 # sweeps each row twice, like the wide forward, and a separate kernel for the
 # partial rows on a (column block, row group) grid. That reads :math:`x` and
 # :math:`\nabla_y` twice from memory, 5 units of traffic where 3 are needed:
-# about half of copy speed. Half-precision rows take another way: ``SPLIT``
+# about half of copy speed. Half-precision and float32 rows take another way
+# (float64 rows loop, because the trade below carries float32 sums): ``SPLIT``
 # programs share each row, each holding ``BLOCK_N`` of its columns (and their
 # partial sums) for all the rows of its group. Only :math:`c_1` and
 # :math:`c_2` need the whole row, and they are sums: each program adds its
@@ -514,12 +515,14 @@ plt.show()
 # at once: the launch is cooperative, and a grid that does not fit is refused
 # by the driver rather than left to hang. When the package chose the
 # configuration, a refusal (or a row with more parts than the GPU holds
-# programs) sends the call to the looped kernels instead. The interpreter runs
-# programs one after another, so a program would wait forever for a later
-# one: there each row has one part.
+# programs) sends the call to the configuration it would take without shared
+# rows: the looped kernels, or one 16384-wide tile for the padded rows of the
+# next section. The interpreter runs programs one after another, so a program
+# would wait forever for a later one: there each row has one part.
 
 # ln_tutorial:source ln_tutorial.launch.BackwardConfig
 # ln_tutorial:source ln_tutorial.launch.BACKWARD_SPLIT
+# ln_tutorial:source ln_tutorial.launch.BACKWARD_WIDE
 # ln_tutorial:source ln_tutorial.launch._split_config
 # ln_tutorial:source ln_tutorial.launch._remember_refusal
 

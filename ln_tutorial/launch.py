@@ -90,10 +90,13 @@ BACKWARD_TABLE = {
     32768: (1, 8, 1, 1, True),
 }  # fmt: skip
 BACKWARD_LOOPED = BackwardConfig(True, 16, 16384, 32, 1, 3)
-# Half-precision rows too wide for one program: shared by programs of 2048 columns, 4 warps,
-# 4 per SM, which trade their row sums (run 72: 2223 against the looped kernels' 1530 GB/s at
-# 4096 x 32768, 2133 against 1526 at 2048 x 65536). float32 and float64 rows loop: not measured.
+# Rows too wide for one program, by element size: shared by programs of 2048 columns, which trade
+# their row sums. Half precision: 4 warps, 4 per SM (run 72: 2223 against the looped kernels' 1530
+# GB/s at 4096 x 32768, 2133 against 1526 at 2048 x 65536). float32: 8 warps, 2 per SM (run 86:
+# 2415 against 1190 at 8192 x 16384, 2366 against 1308 at 4096 x 32768; 4 warps and 4 per SM do not
+# fit). float64 rows loop: the trade carries float32 sums.
 BACKWARD_SPLIT = BackwardConfig(False, 1, 2048, 4, 4, split=True)
+BACKWARD_WIDE = {2: BACKWARD_SPLIT, 4: BackwardConfig(False, 1, 2048, 8, 2, split=True)}
 # Half-precision rows that a 16384-wide backward tile pads, by the longest row each entry
 # takes: up to 12288 values an 8192-wide tile plus a power-of-two tail (9216 = 8192 + 1024;
 # run 67 at the launcher: 2171 against 1665 GB/s at 4096 x 9216, 2463 against 1847 at
@@ -130,15 +133,21 @@ def forward_config(n: int, element_size: int) -> ForwardConfig:
 
 
 @functools.lru_cache(maxsize=None)
-def backward_config(n: int, element_size: int) -> BackwardConfig:
-    """Launch configuration of the backward for rows of ``n`` elements."""
+def backward_config(n: int, element_size: int, share_rows: bool = True) -> BackwardConfig:
+    """Launch configuration of the backward for rows of ``n`` elements.
+
+    ``share_rows=False``: one whose programs do not share rows, for where the
+    split kernel's grid was refused (see :func:`_split_config`).
+    """
     block_n = next_power_of_2(n)
     row_bytes = block_n * element_size
     if row_bytes > MAX_FUSED_BWD_BYTES:
-        return BACKWARD_SPLIT if element_size == 2 else BACKWARD_LOOPED
+        return BACKWARD_WIDE.get(element_size, BACKWARD_LOOPED) if share_rows else BACKWARD_LOOPED
     padded = _padded_entry(BACKWARD_PADDED, n, row_bytes, element_size)
-    if isinstance(padded, BackwardConfig):  # a configuration as it is
-        return padded
+    if isinstance(padded, BackwardConfig):  # a configuration as it is, or the table's tile
+        if share_rows or not padded.split:
+            return padded
+        padded = None
     if padded is not None:
         block_m, num_warps, per_sm, stages, reload, two_tiles = padded
         head = block_n // 2 if two_tiles else block_n
@@ -433,7 +442,7 @@ def layer_norm_backward(
     cfg = config or backward_config(n, x.element_size())
     device = x.get_device()
     if cfg.split:
-        cfg = _split_config(cfg, n, device, chosen=config is None)
+        cfg = _split_config(cfg, n, x.element_size(), device, chosen=config is None)
     has_dw, has_db = weight is not None, bias is not None
     plan = _backward_plan(m, n, x.dtype, device, strategy, cfg, has_dw, has_db)
     dx = x.new_empty((m, n))
@@ -472,7 +481,7 @@ def layer_norm_backward(
         except RuntimeError as error:
             if config is not None:  # the caller's configuration is kept: its refusal is the caller's to see
                 raise
-            _remember_refusal(error, device, cfg)  # the looped kernels from now on
+            _remember_refusal(error, device, cfg)  # the configuration without shared rows from now on
             return layer_norm_backward(dy, x, weight, bias, mean, rstd, strategy, config)
     elif not cfg.looped:  # persistent: `programs` programs, rows_per_program rows each
         plan.main((plan.programs,), *_persistent_arguments(row_tensors, partial, strides, m, n, plan))
@@ -603,8 +612,9 @@ def _remember_refusal(error: RuntimeError, device: int, cfg: BackwardConfig) -> 
     _backward_plan.cache_clear()
 
 
-def _split_config(cfg: BackwardConfig, n: int, device: int, chosen: bool) -> BackwardConfig:
-    """``cfg`` (split), made to fit: where its programs cannot all be resident, the looped kernels.
+def _split_config(cfg: BackwardConfig, n: int, element_size: int, device: int, chosen: bool) -> BackwardConfig:
+    """``cfg`` (split), made to fit: where its programs cannot all be resident, the configuration
+    without shared rows (the 16384-wide tile for a padded half-precision row, else the looped kernels).
 
     ``chosen``: the package chose ``cfg``, so it may change it; a configuration
     the caller gave is kept, and a grid too large fails at the launch.
@@ -615,7 +625,7 @@ def _split_config(cfg: BackwardConfig, n: int, device: int, chosen: bool) -> Bac
         return cfg._replace(block_n=next_power_of_2(n))
     too_many = cdiv(n, cfg.block_n) > _sm_count(device) * cfg.programs_per_sm
     if chosen and (too_many or (device, cfg) in _cooperative_refused):
-        return BACKWARD_LOOPED
+        return backward_config(n, element_size, share_rows=False)
     return cfg
 
 

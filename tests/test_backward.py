@@ -51,10 +51,11 @@ def test_strategies_match_reference(shape, dtype, strategy):
         pytest.param((8, 131072), id="wide-131072", marks=gpu),
     ],
 )
-def test_wide_rows(shape):
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float64], ids=str)  # split, split, looped
+def test_wide_rows(shape, dtype):
     m, n = shape
-    x = torch.randn(m, n, device=DEVICE, dtype=torch.bfloat16)
-    check_against_torch(x, (n,), *_affine(n, torch.bfloat16))
+    x = torch.randn(m, n, device=DEVICE, dtype=dtype)
+    check_against_torch(x, (n,), *_affine(n, dtype))
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -137,17 +138,22 @@ def test_persistent_backward_pipelining(num_stages, reload, tail_n):
 @pytest.mark.parametrize("element_size", [2, 4, 8])
 def test_backward_tiles_cover_the_row(element_size):
     """Every row length gets tiles that cover the whole row, or (rows too wide for them) programs
-    that share it (half precision; else the looped kernels); a second tile only where it saves lanes.
-    Half-precision rows that a 16384-wide tile would pad by up to a quarter are shared too."""
+    that share it (half precision and float32; float64 takes the looped kernels); a second tile only
+    where it saves lanes. Half-precision rows that a 16384-wide tile would pad by up to a quarter are
+    shared too. Without shared rows (a refused split) the wide rows loop and the padded ones take
+    one tile."""
     for n in [*range(1, 20000, 97), 8192, 8193, 12288, 12289, 16383, 16384]:
-        cfg = launch.backward_config(n, element_size)
         wide = triton.next_power_of_2(n) * element_size > launch.MAX_FUSED_BWD_BYTES
-        assert cfg.split == (element_size == 2 and (wide or 12288 < n < 16384)), n
-        assert cfg.looped == (wide and element_size != 2), n
-        if cfg.split or cfg.looped:
-            continue
-        assert cfg.block_n + cfg.tail_n >= n, n
-        assert cfg.tail_n == 0 or cfg.block_n + cfg.tail_n < triton.next_power_of_2(n), n
+        cfg = launch.backward_config(n, element_size)
+        assert cfg.split == (wide and element_size != 8 or element_size == 2 and 12288 < n < 16384), n
+        assert cfg.looped == (wide and element_size == 8), n
+        unshared = launch.backward_config(n, element_size, share_rows=False)
+        assert not unshared.split and unshared.looped == wide, n
+        assert unshared == cfg or cfg.split, n
+        for c in (cfg, unshared):
+            if not (c.split or c.looped):
+                assert c.block_n + c.tail_n >= n, n
+                assert c.tail_n == 0 or c.block_n + c.tail_n < triton.next_power_of_2(n), n
     assert launch.backward_config(9216, 2).tail_n == 1024  # 8192 + 1024
 
 
@@ -271,6 +277,43 @@ def test_refused_cooperative_launch_falls_back_to_two_launches():
     two = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg._replace(one_launch=False))
     for a, b in zip(got, two):
         assert torch.equal(a, b)
+
+
+@gpu
+@pytest.mark.parametrize(
+    "n, dtype",
+    [
+        (12800, torch.bfloat16),  # padded half-precision row: one 16384-wide tile instead
+        (40000, torch.float32),  # wide row: the looped kernels instead
+    ],
+)
+def test_refused_split_falls_back_to_rows_not_shared(n, dtype):
+    """Where the driver refused the split kernel's grid (a share of the GPU taken, say), the
+    package's choice becomes its configuration without shared rows, with the same results."""
+    device = torch.empty(0, device=DEVICE).get_device()
+    cfg = launch.backward_config(n, dtype.itemsize)
+    assert cfg.split
+    x, dy = torch.randn(64, n, device=DEVICE, dtype=dtype), torch.randn(64, n, device=DEVICE, dtype=dtype)
+    weight, bias = _affine(n, dtype)
+    _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
+    shared = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
+    launch._cooperative_refused.add((device, cfg))
+    try:
+        fallback = launch._split_config(cfg, n, dtype.itemsize, device, chosen=True)
+        assert fallback == launch.backward_config(n, dtype.itemsize, share_rows=False)
+        assert not fallback.split and fallback.looped == (dtype == torch.float32)
+        launch._backward_plan.cache_clear()
+        unshared = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
+        assert launch._split_config(cfg, n, dtype.itemsize, device, chosen=False) == cfg  # the caller's, kept
+    finally:
+        launch._cooperative_refused.discard((device, cfg))
+        launch._backward_plan.cache_clear()
+    exact = layer_norm_backward_reference(dy, x, weight)
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    for name, a, b, reference in zip(("dx", "dw", "db"), shared, unshared, exact):
+        scale = reference.abs().max()
+        torch.testing.assert_close(a.double() / scale, reference / scale, atol=tol, rtol=0, msg=name)
+        torch.testing.assert_close(b.double() / scale, reference / scale, atol=tol, rtol=0, msg=name)
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)

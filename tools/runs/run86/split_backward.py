@@ -32,12 +32,15 @@ def timed(moved, fn):
     return f"{moved / (q[1] * 1e-3) / 1e9:6.0f} GB/s (p20 {moved / (q[0] * 1e-3) / 1e9:.0f}, p80 {moved / (q[2] * 1e-3) / 1e9:.0f})"
 
 
-def main():
-    print(torch.cuda.get_device_name(), torch.__version__, triton.__version__)
+def copy_1gb():
     big = torch.empty(2**29, device="cuda", dtype=torch.uint8)
     out = torch.empty_like(big)
-    print(f"copy 1 GB: {timed(2 * big.numel(), lambda: out.copy_(big))}")
-    del big, out
+    return timed(2 * big.numel(), lambda: out.copy_(big))
+
+
+def main():
+    print(torch.cuda.get_device_name(), torch.__version__, triton.__version__)
+    print(f"copy 1 GB: {copy_1gb()}")
     for dtype, m, n, configs in CASES:
         x = -2.3 + 0.5 * torch.randn(m, n, device="cuda", dtype=dtype)
         w, b = torch.rand(n, device="cuda", dtype=dtype), torch.rand(n, device="cuda", dtype=dtype)
