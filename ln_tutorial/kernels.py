@@ -495,6 +495,34 @@ def whole_row_sums(
 
 
 @triton.jit
+def prefetch_to_l2(ptrs):
+    """Ask L2 for the lines at ``ptrs`` (PTX ``prefetch.global.L2``): no registers held, nothing to wait for."""
+    tl.inline_asm_elementwise(
+        "prefetch.global.L2 [$1];\n mov.u32 $0, 0;", "=r,l", [ptrs.to(tl.int64, bitcast=True)],
+        dtype=tl.int32, is_pure=False, pack=1,
+    )  # fmt: skip
+
+
+@triton.jit
+def prefetch_tile(
+    X,  # input, rows ``stride_x`` elements apart
+    DY,  # upstream gradient, rows ``stride_dy`` elements apart
+    rows,  # (BLOCK_M,) row indices; those from row_end on fetch the last row again
+    row_end,  # rows from here on are not the program's
+    col_begin,  # first column of the tile
+    N,  # number of columns
+    stride_x,  # elements between two rows of X
+    stride_dy,  # elements between two rows of DY
+    BLOCK_N: tl.constexpr,  # columns of the tile, at least 16
+):
+    """Start bringing a tile's x and ∇y into L2: one address per 16 values (one or two 32-byte sectors)."""
+    rows = tl.minimum(rows, row_end - 1)
+    cols = tl.minimum(col_begin + tl.arange(0, BLOCK_N // 16) * 16, N - 1)
+    prefetch_to_l2(X + rows[:, None] * stride_x + cols[None, :])
+    prefetch_to_l2(DY + rows[:, None] * stride_dy + cols[None, :])
+
+
+@triton.jit
 def layer_norm_bwd_split_kernel(
     DY,  # upstream gradient, (M, N), rows ``stride_dy`` elements apart
     X,  # input saved by the forward, (M, N), rows ``stride_x`` apart
@@ -517,6 +545,7 @@ def layer_norm_bwd_split_kernel(
     BLOCK_M: tl.constexpr,  # rows per tile
     BLOCK_N: tl.constexpr,  # columns of each row that one program holds
     COMPUTE: tl.constexpr,  # accumulation dtype (float32)
+    PREFETCH: tl.constexpr,  # prefetch the tile after the next one into L2 (not in the interpreter)
 ):
     """Rows too wide for one program's registers, read once: SPLIT programs share each row.
 
@@ -525,8 +554,10 @@ def layer_norm_bwd_split_kernel(
     need sums over the whole row, so each program writes its part of them
     (:func:`publish_row_sums`) and waits for the others' (:func:`whole_row_sums`).
     A tile's sums are written one tile ahead of their use: while the others
-    catch up, the program is loading and summing its next tile. The programs
-    wait for each other, so all must be resident at once: a cooperative launch.
+    catch up, the program is loading and summing its next tile, whose loads
+    come from L2: the tile after it is prefetched there one step ahead. The
+    programs wait for each other, so all must be resident at once: a
+    cooperative launch.
     """
     inv_n = reciprocal(N, COMPUTE)
     pid = tl.program_id(0)
@@ -545,6 +576,8 @@ def layer_norm_bwd_split_kernel(
     publish_row_sums(RECORDS, x, dy, w, MEAN, RSTD, rows, row_mask, mask, part, SPLIT, COMPUTE)
     for _ in range(row_begin, row_end, BLOCK_M):
         next_rows = rows + BLOCK_M
+        if PREFETCH:
+            prefetch_tile(X, DY, next_rows + BLOCK_M, row_end, part * BLOCK_N, N, stride_x, stride_dy, BLOCK_N)
         x_next, dy_next, next_row_mask, next_mask = load_raw_tile(
             X, DY, next_rows, row_end, cols, col_mask, stride_x, stride_dy
         )

@@ -557,11 +557,12 @@ def _backward_plan(
         )  # fmt: skip
         dwdb = None
     elif cfg.split:
+        # The interpreter has no PTX for the prefetch, and runs programs one at a time (no cooperative grid).
+        gpu_only = {} if INTERPRET else {"launch_cooperative_grid": True, "maxnreg": _split_registers(cfg)}
         main = _launcher(
             kernels.layer_norm_bwd_split_kernel, HAS_DW=has_dw, HAS_DB=has_db, SPLIT=parts,
             SPLIT_BLOCK=next_power_of_2(parts), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, COMPUTE=compute,
-            num_warps=cfg.num_warps,
-            **({} if INTERPRET else {"launch_cooperative_grid": True}),
+            PREFETCH=not INTERPRET and cfg.block_n >= 16, num_warps=cfg.num_warps, **gpu_only,
         )  # fmt: skip
         dwdb = None
     elif not cfg.looped:
@@ -596,6 +597,17 @@ def _backward_plan(
             BLOCK_N=DWDB_BLOCK_N, COMPUTE=compute, NUM_STAGES=cfg.num_stages, num_warps=4,
         )  # fmt: skip
     return BackwardPlan(programs, rows_per_program, parts, main, dwdb, reduce)
+
+
+def _split_registers(cfg: BackwardConfig) -> int:
+    """Registers per thread that let ``cfg.programs_per_sm`` split programs share an SM.
+
+    An SM has 65536 registers on every NVIDIA GPU since Kepler; a warp's come
+    in steps of 8 per thread. Without the cap the prefetch's addresses took the
+    half-precision kernel past 128, and its grid was refused (run 91).
+    """
+    threads = cfg.programs_per_sm * cfg.num_warps * 32
+    return min(255, 65536 // threads // 8 * 8)
 
 
 #: (device, configuration) whose one-launch or split backward the driver refused: too many programs.

@@ -53,7 +53,6 @@ def main():
     print(torch.cuda.get_device_name(), torch.__version__)
     big = torch.empty(2**29, device="cuda", dtype=torch.uint8)
     print(f"copy 1 GB: {timed(2 * big.numel(), lambda: torch.empty_like(big).copy_(big))}")
-    del big
     modules = {"package": kernels, "split_pf16": variant("split_pf16", VARIANTS["split_pf16"])}
     for dtype, m, n, configs, runs in CASES:
         x = -2.3 + 0.5 * torch.randn(m, n, device="cuda", dtype=dtype)
