@@ -555,10 +555,11 @@ plt.show()
 # %%
 # The backward's configurations come from a table measured like the forward's
 # (rows per loop step, warps, programs per SM, stages and reload, by padded row
-# size in bytes), with overrides for half-precision rows that a tile pads: up
-# to 12288 values two tiles, and from 12289 to 16383 the split kernel of the
-# previous section, whose 2048-column parts leave fewer lanes idle than one
-# 16384-wide tile (at 12800 values, 11 % against 22 %):
+# size in bytes), with overrides for half-precision rows of 8193 to 16384
+# values: up to 12288 two tiles, and from 12289 on the split kernel of the
+# previous section. Its 2048-column parts leave fewer lanes idle than one
+# 16384-wide tile (at 12800 values, 11 % against 22 %), and with its prefetch
+# it is ahead even where that tile fits exactly, at 16384:
 
 # ln_tutorial:source ln_tutorial.launch.BACKWARD_TABLE
 # ln_tutorial:source ln_tutorial.launch.BACKWARD_PADDED

@@ -97,14 +97,16 @@ BACKWARD_LOOPED = BackwardConfig(True, 16, 16384, 32, 1, 3)
 # fit). float64 rows loop: the trade carries float32 sums.
 BACKWARD_SPLIT = BackwardConfig(False, 1, 2048, 4, 4, split=True)
 BACKWARD_WIDE = {2: BACKWARD_SPLIT, 4: BackwardConfig(False, 1, 2048, 8, 2, split=True)}
-# Half-precision rows that a 16384-wide backward tile pads, by the longest row each entry
-# takes: up to 12288 values an 8192-wide tile plus a power-of-two tail (9216 = 8192 + 1024;
-# run 67 at the launcher: 2171 against 1665 GB/s at 4096 x 9216, 2463 against 1847 at
-# 12288). Past that the split kernel (run 79, end to end: 1881-2108 against 1852-2079 GB/s at
-# 4096 x 12800 ... 15872); at 16384 itself the fused kernel stays (2297 against 2261).
+# Half-precision rows of 8193 to 16384 values, by the longest row each entry takes: up to
+# 12288 values an 8192-wide tile plus a power-of-two tail (9216 = 8192 + 1024; run 67 at the
+# launcher: 2171 against 1665 GB/s at 4096 x 9216, 2463 against 1847 at 12288; run 93: still
+# ahead of the split kernel, 2158 against 2030 at 9216, 2423 against 2199 at 12288). Past that
+# the split kernel (run 79, end to end: 1881-2108 against 1852-2079 GB/s at 4096 x 12800 ...
+# 15872), at 16384 itself too since it prefetches (run 93: 2354 against the 16384-wide tile's
+# 2024 at 4096 x 16384; run 92: 2525 against 2297 at 8192 x 16384).
 # An entry: (rows per loop step, warps, programs per SM, tiles in flight, reload, two tiles),
 # or a whole configuration.
-BACKWARD_PADDED = {32768: [((1, 8, 1, 3, False, True), 12288), (BACKWARD_SPLIT, 16383)]}
+BACKWARD_PADDED = {32768: [((1, 8, 1, 3, False, True), 12288), (BACKWARD_SPLIT, 16384)]}
 
 
 def _padded_entry(table: dict, n: int, row_bytes: int, element_size: int):

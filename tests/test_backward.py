@@ -30,7 +30,7 @@ def _affine(n, dtype=torch.float32):
         pytest.param((512, 8193), id="512x8193", marks=gpu),  # half precision: tiles of 8192 + 1
         pytest.param((1000, 10000), id="1000x10000", marks=gpu),  # half precision: 8192 + 2048, partly masked
         pytest.param((300, 12800), id="300x12800", marks=gpu),  # half precision: 7 programs a row, the last 512 wide
-        pytest.param((1024, 16384), id="1024x16384", marks=gpu),  # widest fused backward row
+        pytest.param((1024, 16384), id="1024x16384", marks=gpu),  # half precision and float32 shared by programs
     ],
 )
 def test_strategies_match_reference(shape, dtype, strategy):
@@ -139,13 +139,12 @@ def test_persistent_backward_pipelining(num_stages, reload, tail_n):
 def test_backward_tiles_cover_the_row(element_size):
     """Every row length gets tiles that cover the whole row, or (rows too wide for them) programs
     that share it (half precision and float32; float64 takes the looped kernels); a second tile only
-    where it saves lanes. Half-precision rows that a 16384-wide tile would pad by up to a quarter are
-    shared too. Without shared rows (a refused split) the wide rows loop and the padded ones take
-    one tile."""
+    where it saves lanes. Half-precision rows of 12289 to 16384 values are shared too. Without shared
+    rows (a refused split) the wide rows loop and those of 12289 to 16384 take one tile."""
     for n in [*range(1, 20000, 97), 8192, 8193, 12288, 12289, 16383, 16384]:
         wide = triton.next_power_of_2(n) * element_size > launch.MAX_FUSED_BWD_BYTES
         cfg = launch.backward_config(n, element_size)
-        assert cfg.split == (wide and element_size != 8 or element_size == 2 and 12288 < n < 16384), n
+        assert cfg.split == (wide and element_size != 8 or element_size == 2 and 12288 < n <= 16384), n
         assert cfg.looped == (wide and element_size == 8), n
         unshared = launch.backward_config(n, element_size, share_rows=False)
         assert not unshared.split and unshared.looped == wide, n
