@@ -315,6 +315,24 @@ def test_refused_split_falls_back_to_rows_not_shared(n, dtype):
         torch.testing.assert_close(b.double() / scale, reference / scale, atol=tol, rtol=0, msg=name)
 
 
+@gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_split_registers_let_its_programs_fit(dtype):
+    """The split kernel, with its prefetch, keeps to the register cap: ``programs_per_sm`` programs
+    fit on an SM's 65536 registers, and the cooperative grid is accepted (a configuration the caller
+    gives is never replaced, so a refusal would raise here)."""
+    device = torch.empty(0, device=DEVICE).get_device()
+    m, n = 2 * launch._sm_count(device), 32768
+    cfg = launch.backward_config(n, dtype.itemsize)
+    x, dy = torch.randn(m, n, device=DEVICE, dtype=dtype), torch.randn(m, n, device=DEVICE, dtype=dtype)
+    weight, bias = _affine(n, dtype)
+    _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
+    launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
+    plan = launch._backward_plan(m, n, dtype, device, "deterministic", cfg, True, True)
+    (entry,) = plan.main.compiled.values()
+    assert entry[5].n_regs * cfg.num_warps * 32 * cfg.programs_per_sm <= 65536
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("affine", [True, False])
 def test_gradcheck_float64(strategy, affine):
