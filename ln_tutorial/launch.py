@@ -26,7 +26,8 @@ SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 STRATEGIES = ("deterministic", "lock")
 
 # Rows up to these sizes (in bytes of input) are kept whole in registers; wider
-# rows take the looped kernels. 64 KB of half-precision input is 128 KB of
+# rows take the looped kernels (the forward; float64 in the backward) or are shared
+# by programs (the backward: BACKWARD_WIDE). 64 KB of half-precision input is 128 KB of
 # float32 values: half the register file of an SM. The backward also holds
 # dW/dB partial sums, so its limit is lower.
 MAX_FUSED_FWD_BYTES = 65536
