@@ -147,11 +147,10 @@ def backward_config(n: int, element_size: int, share_rows: bool = True) -> Backw
     if row_bytes > MAX_FUSED_BWD_BYTES:
         return BACKWARD_WIDE.get(element_size, BACKWARD_LOOPED) if share_rows else BACKWARD_LOOPED
     padded = _padded_entry(BACKWARD_PADDED, n, row_bytes, element_size)
-    if isinstance(padded, BackwardConfig):  # a configuration as it is, or the table's tile
+    if isinstance(padded, BackwardConfig):  # a configuration as it is; without shared rows, the table's tile
         if share_rows or not padded.split:
             return padded
-        padded = None
-    if padded is not None:
+    elif padded is not None:
         block_m, num_warps, per_sm, stages, reload, two_tiles = padded
         head = block_n // 2 if two_tiles else block_n
         tail = next_power_of_2(n - head) if two_tiles else 0
