@@ -502,12 +502,18 @@ plt.show()
 # with it, so there is no flag to order against the data, no fence and no
 # barrier, and the words start at zero in a buffer zeroed for each call.
 # And each program publishes a tile's sums one tile before it needs the
-# others': while they catch up, it is loading and summing its next tile.
+# others': while they catch up, it is loading and summing its next tile. Those
+# loads come from L2, because one step earlier the program asked L2 for them
+# with a PTX prefetch (Triton's inline assembly): nothing is held in
+# registers for it and nothing waits on it. The interpreter has no PTX, so
+# there ``PREFETCH`` is off.
 
 # ln_tutorial:source ln_tutorial.kernels.load_raw_tile
 # ln_tutorial:source ln_tutorial.kernels.written_record
 # ln_tutorial:source ln_tutorial.kernels.publish_row_sums
 # ln_tutorial:source ln_tutorial.kernels.whole_row_sums
+# ln_tutorial:source ln_tutorial.kernels.prefetch_to_l2
+# ln_tutorial:source ln_tutorial.kernels.prefetch_tile
 # ln_tutorial:source ln_tutorial.kernels.layer_norm_bwd_split_kernel
 
 # %%
