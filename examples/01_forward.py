@@ -178,11 +178,13 @@ plt.show()
 # identified by ``tl.program_id(0)``. Here each program normalizes
 # ``BLOCK_M`` consecutive rows, and holds each of them whole: ``BLOCK_N`` is a
 # power of two at least :math:`N` (``tl.arange`` needs a power of two), and
-# the columns past :math:`N` are masked off. The kernel uses one helper,
-# ``reciprocal``, which computes :math:`1/N` once per program (it is explained
-# below).
+# the columns past :math:`N` are masked off. The kernel uses two helpers:
+# ``reciprocal``, which computes :math:`1/N` once per program, and
+# ``prefetch_to_l2``, which asks the L2 cache for some lines without waiting for
+# them (both are explained below).
 
 # ln_tutorial:source ln_tutorial.kernels.reciprocal
+# ln_tutorial:source ln_tutorial.kernels.prefetch_to_l2
 # ln_tutorial:source ln_tutorial.kernels.layer_norm_fwd_kernel
 
 # %%
@@ -198,6 +200,15 @@ plt.show()
 #    ``0.0``. The values are converted to ``COMPUTE`` (float32, or float64 for
 #    float64 inputs) at once: float16 and bfloat16 have too few digits to sum
 #    thousands of values.
+#
+#    With ``PREFETCH_AHEAD`` (a compile-time constant, so without it the lines
+#    vanish), the program then asks L2 for the rows of the program
+#    ``PREFETCH_AHEAD`` places later, one address per 16 values, through a
+#    PTX ``prefetch.global.L2`` instruction in Triton's inline assembly: no
+#    register is held and nothing waits for it. When that program starts, its
+#    load comes from L2. On the H100 this helped only rows of 8 KB, by 1–5 %
+#    (``FORWARD_PREFETCH`` below); the interpreter has no PTX, so there it is
+#    off.
 #
 # 3. **Two reductions in registers.** ``tl.sum(x, axis=1)`` gives the row
 #    sums. The variance is computed from the *centred* values, which are
@@ -252,6 +263,7 @@ print(f"E[(x - E[x])^2], float32 {centred:.6f}")
 # ln_tutorial:source ln_tutorial.launch.MAX_FUSED_FWD_BYTES
 # ln_tutorial:source ln_tutorial.launch.FORWARD_TABLE
 # ln_tutorial:source ln_tutorial.launch.FORWARD_LOOPED
+# ln_tutorial:source ln_tutorial.launch.FORWARD_PREFETCH
 # ln_tutorial:source ln_tutorial.launch.FORWARD_PADDED
 # ln_tutorial:source ln_tutorial.launch.forward_config
 

@@ -39,15 +39,15 @@ def variant(name, replacements):
     return module
 
 
-def time_cases(cases, variants):
-    """Time each ``(mode, M, N, configs)`` case with every variant (bf16, L2 flushed)."""
+def time_cases(cases, variants, dtype=torch.bfloat16):
+    """Time each ``(mode, M, N, configs)`` case with every variant (``dtype``, L2 flushed)."""
     for mode, m, n, configs in cases:
-        x = -2.3 + 0.5 * torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
-        w, b = torch.rand(n, device="cuda", dtype=torch.bfloat16), torch.rand(n, device="cuda", dtype=torch.bfloat16)
+        x = -2.3 + 0.5 * torch.randn(m, n, device="cuda", dtype=dtype)
+        w, b = torch.rand(n, device="cuda", dtype=dtype), torch.rand(n, device="cuda", dtype=dtype)
         dy = 0.1 * torch.randn_like(x)
         y_ref, mean, rstd = launch.layer_norm_forward(x, w, b, 1e-5)
         ref = launch.layer_norm_backward(dy, x, w, b, mean, rstd) if mode == "backward" else (y_ref,)
-        moved = (2 if mode == "forward" else 3) * m * n * 2
+        moved = (2 if mode == "forward" else 3) * m * n * x.element_size()
         for name, module in variants.items():
             launch.kernels = module
             launch._forward_launcher.cache_clear()  # the cached launchers hold the previous module's kernels
@@ -61,12 +61,12 @@ def time_cases(cases, variants):
                     out = run()
                     torch.cuda.synchronize()
                 except Exception as exc:  # a configuration that does not compile (shared memory, registers)
-                    print(f"{mode} {m}x{n} {name:<10} {tuple(c)}: failed: {type(exc).__name__}: {str(exc)[:120]}")
+                    print(f"{mode} {m}x{n} {str(dtype)[6:]} {name:<10} {tuple(c)}: failed: {type(exc).__name__}: {str(exc)[:120]}")
                     continue
                 err = max(((a.float() - r.float()).abs().max() / r.float().abs().max()).item() for a, r in zip(out, ref))
                 do_bench(run, warmup=100, rep=50)
                 q = do_bench(run, warmup=25, rep=150, quantiles=[0.2, 0.5, 0.8])
-                print(f"{mode} {m}x{n} {name:<10} {tuple(c)}: {moved / (q[1] * 1e-3) / 1e9:6.0f} GB/s "
+                print(f"{mode} {m}x{n} {str(dtype)[6:]} {name:<10} {tuple(c)}: {moved / (q[1] * 1e-3) / 1e9:6.0f} GB/s "
                       f"(p20 {moved / (q[0] * 1e-3) / 1e9:.0f}, p80 {moved / (q[2] * 1e-3) / 1e9:.0f})"
                       f"  max rel. diff to default {err:.1e}", flush=True)  # fmt: skip
         launch.kernels = kernels
