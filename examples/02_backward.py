@@ -377,15 +377,6 @@ plt.show()
 # ln_tutorial:source ln_tutorial.kernels.load_tile
 
 # %%
-# The two row sums behind :math:`c_1` and :math:`c_2` are independent, but two
-# ``tl.sum`` calls would each end in their own exchange between warps, through
-# shared memory and a barrier. ``tl.reduce`` takes a tuple and a combine
-# function, and exchanges both sums at once:
-
-# ln_tutorial:source ln_tutorial.kernels.add_pair
-# ln_tutorial:source ln_tutorial.kernels.row_sums
-
-# %%
 # and another writes a program's partial sums at the end:
 
 # ln_tutorial:source ln_tutorial.kernels.store_partial_row
@@ -516,8 +507,14 @@ plt.show()
 # with a PTX prefetch (Triton's inline assembly): nothing is held in
 # registers for it and nothing waits on it (``prefetch_to_l2``, shown on the
 # forward page). The interpreter has no PTX, so there ``PREFETCH`` is off.
+#
+# The two sums of a part are independent, but two ``tl.sum`` calls would each
+# end in their own exchange between warps, through shared memory and a
+# barrier. ``tl.reduce`` takes a tuple and a combine function (``add_pair``)
+# and exchanges both at once.
 
 # ln_tutorial:source ln_tutorial.kernels.load_raw_tile
+# ln_tutorial:source ln_tutorial.kernels.add_pair
 # ln_tutorial:source ln_tutorial.kernels.written_record
 # ln_tutorial:source ln_tutorial.kernels.publish_row_sums
 # ln_tutorial:source ln_tutorial.kernels.whole_row_sums

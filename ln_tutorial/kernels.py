@@ -52,7 +52,7 @@ def layer_norm_fwd_kernel(
     BLOCK_M: tl.constexpr,  # rows handled together by one program
     BLOCK_N: tl.constexpr,  # power of two >= N: the whole row stays on chip
     COMPUTE: tl.constexpr,  # accumulation dtype
-    PREFETCH_AHEAD: tl.constexpr,  # 0, or bring the rows of program pid + PREFETCH_AHEAD into L2 (not in the interpreter)
+    PREFETCH_AHEAD: tl.constexpr,  # 0, or bring the rows of program pid + this into L2 (not in the interpreter)
 ):
     """One program normalizes ``BLOCK_M`` whole rows held in registers.
 
@@ -69,7 +69,8 @@ def layer_norm_fwd_kernel(
     x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(COMPUTE)
     if PREFETCH_AHEAD > 0:
         later_rows = tl.minimum(rows + PREFETCH_AHEAD * BLOCK_M, M - 1)
-        prefetch_to_l2(X + later_rows[:, None] * stride_x + tl.minimum(tl.arange(0, BLOCK_N // 16) * 16, N - 1)[None, :])
+        later_cols = tl.minimum(tl.arange(0, BLOCK_N // 16) * 16, N - 1)  # one address per 16 values
+        prefetch_to_l2(X + later_rows[:, None] * stride_x + later_cols[None, :])
     mean = tl.sum(x, axis=1) * inv_n
     # Centre first, then square: the two-pass variance does not cancel.
     x_centered = tl.where(mask, x - mean[:, None], 0.0)
@@ -194,26 +195,6 @@ def tile_terms(
 
 
 @triton.jit
-def add_pair(a, b, c, d):
-    """Combine function of two sums reduced together: ``(a, b) + (c, d)``."""
-    return a + c, b + d
-
-
-@triton.jit
-def row_sums(
-    x_hat,  # (BLOCK_M, BLOCK_N)
-    w_dy,  # (BLOCK_M, BLOCK_N)
-):
-    """Σ x̂·w·∇y and Σ w·∇y over each row of a tile, in one reduction.
-
-    Two ``tl.sum`` calls would each end in their own exchange through shared
-    memory and barrier; one ``tl.reduce`` of the pair exchanges both at once
-    (1-5 % faster where a tile spans warps, performance notes, run 100).
-    """
-    return tl.reduce((x_hat * w_dy, w_dy), 1, add_pair)
-
-
-@triton.jit
 def store_partial_row(
     PARTIAL,  # COMPUTE (K, P, N): the dW partial rows (if HAS_DW), then the dB ones (if HAS_DB)
     HAS_DW: tl.constexpr,  # the layer norm has a weight
@@ -318,15 +299,15 @@ def layer_norm_bwd_persistent_kernel(
             X, DY, W, MEAN, RSTD, rows, cols, row_mask, col_mask, stride_x, stride_dy, COMPUTE,
             "evict_last" if RELOAD else "",
         )  # fmt: skip
-        sum_xhat_wdy, sum_wdy = row_sums(x_hat, w_dy)
+        sum_xhat_wdy = tl.sum(x_hat * w_dy, axis=1)
+        sum_wdy = tl.sum(w_dy, axis=1)
         if TAIL_N > 0:
             x_hat_t, dy_t, w_dy_t, _ = load_tile(
                 X, DY, W, MEAN, RSTD, rows, tail_cols, row_mask, tail_mask, stride_x, stride_dy, COMPUTE,
                 "evict_last" if RELOAD else "",
             )  # fmt: skip
-            tail_xhat_wdy, tail_wdy = row_sums(x_hat_t, w_dy_t)
-            sum_xhat_wdy += tail_xhat_wdy
-            sum_wdy += tail_wdy
+            sum_xhat_wdy += tl.sum(x_hat_t * w_dy_t, axis=1)
+            sum_wdy += tl.sum(w_dy_t, axis=1)
         c1 = sum_xhat_wdy * inv_n
         c2 = sum_wdy * inv_n
         if RELOAD:  # wide rows: x̂ and w·∇y held across the sums would spill; read the tile again (L2)
@@ -461,6 +442,19 @@ def load_raw_tile(
 
 
 @triton.jit
+def add_pair(a, b, c, d):
+    """Combine function of two sums reduced together: ``(a, b) + (c, d)``.
+
+    Two ``tl.sum`` calls each end in their own exchange between warps (shared
+    memory and a barrier); one ``tl.reduce`` of the pair exchanges both at once.
+    In the split kernel that gained 1-2 % at the wide shapes (performance notes,
+    run 100); in the persistent kernel it moved the two-tile rows by -24 to +6 %
+    with no pattern (runs 103-104), so that kernel sums twice.
+    """
+    return a + c, b + d
+
+
+@triton.jit
 def publish_row_sums(
     RECORDS,  # int64 (M, SPLIT, 2), zeroed: each part's two row sums as (1 << 32) | float32 bits
     x,  # (BLOCK_M, BLOCK_N) input as loaded
@@ -485,7 +479,7 @@ def publish_row_sums(
     rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
     x_hat, _, w_dy = tile_terms(x, dy, w, mean, rstd, mask, COMPUTE)
     record = RECORDS + (rows * SPLIT + part) * 2
-    sum_xhat_wdy, sum_wdy = row_sums(x_hat, w_dy)
+    sum_xhat_wdy, sum_wdy = tl.reduce((x_hat * w_dy, w_dy), 1, add_pair)
     tl.atomic_xchg(record, written_record(sum_xhat_wdy), mask=row_mask, sem="relaxed")
     tl.atomic_xchg(record + 1, written_record(sum_wdy), mask=row_mask, sem="relaxed")
 
