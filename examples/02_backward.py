@@ -534,6 +534,7 @@ plt.show()
 # ln_tutorial:source ln_tutorial.launch.BackwardConfig
 # ln_tutorial:source ln_tutorial.launch.BACKWARD_SPLIT
 # ln_tutorial:source ln_tutorial.launch.BACKWARD_WIDE
+# ln_tutorial:source ln_tutorial.launch.BACKWARD_SPLIT_WIDEST
 # ln_tutorial:source ln_tutorial.launch._split_config
 # ln_tutorial:source ln_tutorial.launch._remember_refusal
 

@@ -105,6 +105,11 @@ BACKWARD_LOOPED = BackwardConfig(True, 16, 16384, 32, 1, 3)
 # fit). float64 rows loop: the trade carries float32 sums.
 BACKWARD_SPLIT = BackwardConfig(False, 1, 2048, 4, 4, split=True)
 BACKWARD_WIDE = {2: BACKWARD_SPLIT, 4: BackwardConfig(False, 1, 2048, 8, 2, split=True)}
+# Half-precision rows that 2048-column parts would share among more than 16 programs: parts of
+# 4096 columns, 8 warps, 2 per SM, so half as many programs wait for each row's sums (run 107, at
+# the launcher: 2403-2409 against 2312-2324 GB/s at 2048 x 65536; +0.7 % at 4096 x 32768 and
+# -5.5 % at 8192 x 16384, which keep BACKWARD_SPLIT).
+BACKWARD_SPLIT_WIDEST = BackwardConfig(False, 1, 4096, 8, 2, split=True)
 # Half-precision rows of 8193 to 16384 values, by the longest row each entry takes: up to
 # 12288 values an 8192-wide tile plus a power-of-two tail (9216 = 8192 + 1024; run 67 at the
 # launcher: 2171 against 1665 GB/s at 4096 x 9216, 2463 against 1847 at 12288; run 93: still
@@ -152,7 +157,11 @@ def backward_config(n: int, element_size: int, share_rows: bool = True) -> Backw
     block_n = next_power_of_2(n)
     row_bytes = block_n * element_size
     if row_bytes > MAX_FUSED_BWD_BYTES:
-        return BACKWARD_WIDE.get(element_size, BACKWARD_LOOPED) if share_rows else BACKWARD_LOOPED
+        if not share_rows:
+            return BACKWARD_LOOPED
+        if element_size == 2 and n > 16 * BACKWARD_SPLIT.block_n:
+            return BACKWARD_SPLIT_WIDEST
+        return BACKWARD_WIDE.get(element_size, BACKWARD_LOOPED)
     padded = _padded_entry(BACKWARD_PADDED, n, row_bytes, element_size)
     if isinstance(padded, BackwardConfig):  # a configuration as it is; without shared rows, the table's tile
         if share_rows or not padded.split:

@@ -316,14 +316,22 @@ def test_refused_split_falls_back_to_rows_not_shared(n, dtype):
 
 
 @gpu
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
-def test_split_registers_let_its_programs_fit(dtype):
+@pytest.mark.parametrize(
+    "n, dtype",
+    [
+        (32768, torch.bfloat16),  # BACKWARD_SPLIT: 2048 columns, 4 warps, 4 per SM
+        (65536, torch.bfloat16),  # BACKWARD_SPLIT_WIDEST: 4096 columns, 8 warps, 2 per SM
+        (32768, torch.float32),  # 2048 columns, 8 warps, 2 per SM
+    ],
+)
+def test_split_registers_let_its_programs_fit(n, dtype):
     """The split kernel, with its prefetch, keeps to the register cap: ``programs_per_sm`` programs
     fit on an SM's 65536 registers, and the cooperative grid is accepted (a configuration the caller
     gives is never replaced, so a refusal would raise here)."""
     device = torch.empty(0, device=DEVICE).get_device()
-    m, n = 2 * launch._sm_count(device), 32768
+    m = 2 * launch._sm_count(device)
     cfg = launch.backward_config(n, dtype.itemsize)
+    assert cfg.split
     x, dy = torch.randn(m, n, device=DEVICE, dtype=dtype), torch.randn(m, n, device=DEVICE, dtype=dtype)
     weight, bias = _affine(n, dtype)
     _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
