@@ -337,8 +337,9 @@ def test_split_registers_let_its_programs_fit(n, dtype):
     _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
     launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
     plan = launch._backward_plan(m, n, dtype, device, "deterministic", cfg, True, True)
-    (entry,) = plan.main.compiled.values()
-    assert entry[5].n_regs * cfg.num_warps * 32 * cfg.programs_per_sm <= 65536
+    assert plan.main.compiled  # every specialization compiled so far (other tests share the launcher) fits
+    for entry in plan.main.compiled.values():
+        assert entry[5].n_regs * cfg.num_warps * 32 * cfg.programs_per_sm <= 65536
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
