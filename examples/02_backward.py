@@ -530,6 +530,13 @@ plt.show()
 # rows: the looped kernels, or one 16384-wide tile for the padded rows of the
 # next section. The interpreter runs programs one after another, so a program
 # would wait forever for a later one: there each row has one part.
+#
+# How wide a part? Narrow parts put more programs on each row and fewer
+# columns in each program's registers. On the H100 2048 columns won up to
+# rows of 32768 half-precision values; past that a row would have more than
+# 16 parts waiting for each other's sums, and parts of 4096 columns (8 warps,
+# 2 programs per SM) read 4 % faster at 2048 × 65536
+# (``BACKWARD_SPLIT_WIDEST``).
 
 # ln_tutorial:source ln_tutorial.launch.BackwardConfig
 # ln_tutorial:source ln_tutorial.launch.BACKWARD_SPLIT
