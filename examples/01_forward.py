@@ -180,11 +180,12 @@ plt.show()
 # power of two at least :math:`N` (``tl.arange`` needs a power of two), and
 # the columns past :math:`N` are masked off. The kernel uses two helpers:
 # ``reciprocal``, which computes :math:`1/N` once per program, and
-# ``prefetch_to_l2``, which asks the L2 cache for some lines without waiting for
-# them (both are explained below).
+# ``prefetch_rows``, which asks the L2 cache for some rows without waiting for
+# them, through ``prefetch_to_l2`` (both are explained below).
 
 # ln_tutorial:source ln_tutorial.kernels.reciprocal
 # ln_tutorial:source ln_tutorial.kernels.prefetch_to_l2
+# ln_tutorial:source ln_tutorial.kernels.prefetch_rows
 # ln_tutorial:source ln_tutorial.kernels.layer_norm_fwd_kernel
 
 # %%

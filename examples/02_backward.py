@@ -505,7 +505,7 @@ plt.show()
 # others': while they catch up, it is loading and summing its next tile. Those
 # loads come from L2, because one step earlier the program asked L2 for them
 # with a PTX prefetch (Triton's inline assembly): nothing is held in
-# registers for it and nothing waits on it (``prefetch_to_l2``, shown on the
+# registers for it and nothing waits on it (``prefetch_rows``, shown on the
 # forward page). The interpreter has no PTX, so there ``PREFETCH`` is off.
 #
 # The two sums of a part are independent, but two ``tl.sum`` calls would each

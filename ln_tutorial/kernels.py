@@ -68,9 +68,7 @@ def layer_norm_fwd_kernel(
 
     x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(COMPUTE)
     if PREFETCH_AHEAD > 0:
-        later_rows = tl.minimum(rows + PREFETCH_AHEAD * BLOCK_M, M - 1)
-        later_cols = tl.minimum(tl.arange(0, BLOCK_N // 16) * 16, N - 1)  # one address per 16 values
-        prefetch_to_l2(X + later_rows[:, None] * stride_x + later_cols[None, :])
+        prefetch_rows(X, rows + PREFETCH_AHEAD * BLOCK_M, M, 0, N, stride_x, BLOCK_N)
     mean = tl.sum(x, axis=1) * inv_n
     # Centre first, then square: the two-pass variance does not cancel.
     x_centered = tl.where(mask, x - mean[:, None], 0.0)
@@ -527,6 +525,23 @@ def prefetch_to_l2(ptrs):
 
 
 @triton.jit
+def prefetch_rows(
+    PTR,  # a tensor's rows, ``stride`` elements apart
+    rows,  # (BLOCK_M,) row indices; those from row_end on fetch the last row again
+    row_end,  # rows from here on are not to be fetched
+    col_begin,  # first column
+    N,  # number of columns
+    stride,  # elements between two rows
+    BLOCK_N: tl.constexpr,  # columns to fetch from col_begin on, at least 16
+):
+    """Start bringing BLOCK_N columns of some rows into L2: one address per 16 values (one or two
+    32-byte sectors), clamped to the tensor so that no address falls outside it."""
+    rows = tl.minimum(rows, row_end - 1)
+    cols = tl.minimum(col_begin + tl.arange(0, BLOCK_N // 16) * 16, N - 1)
+    prefetch_to_l2(PTR + rows[:, None] * stride + cols[None, :])
+
+
+@triton.jit
 def prefetch_tile(
     X,  # input, rows ``stride_x`` elements apart
     DY,  # upstream gradient, rows ``stride_dy`` elements apart
@@ -538,11 +553,9 @@ def prefetch_tile(
     stride_dy,  # elements between two rows of DY
     BLOCK_N: tl.constexpr,  # columns of the tile, at least 16
 ):
-    """Start bringing a tile's x and ∇y into L2: one address per 16 values (one or two 32-byte sectors)."""
-    rows = tl.minimum(rows, row_end - 1)
-    cols = tl.minimum(col_begin + tl.arange(0, BLOCK_N // 16) * 16, N - 1)
-    prefetch_to_l2(X + rows[:, None] * stride_x + cols[None, :])
-    prefetch_to_l2(DY + rows[:, None] * stride_dy + cols[None, :])
+    """Start bringing a tile's x and ∇y into L2."""
+    prefetch_rows(X, rows, row_end, col_begin, N, stride_x, BLOCK_N)
+    prefetch_rows(DY, rows, row_end, col_begin, N, stride_dy, BLOCK_N)
 
 
 @triton.jit
