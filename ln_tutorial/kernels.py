@@ -454,7 +454,7 @@ def add_pair(a, b, c, d):
 
 @triton.jit
 def publish_row_sums(
-    RECORDS,  # int64 (M, SPLIT, 2), zeroed: each part's two row sums as (1 << 32) | float32 bits
+    RECORDS,  # int64 (M, SPLIT, 2): each part's two row sums as (tag << 32) | float32 bits
     x,  # (BLOCK_M, BLOCK_N) input as loaded
     dy,  # (BLOCK_M, BLOCK_N) upstream gradient as loaded
     w,  # (BLOCK_N,) weight, or None
@@ -464,12 +464,13 @@ def publish_row_sums(
     row_mask,  # (BLOCK_M,) rows that exist
     mask,  # (BLOCK_M, BLOCK_N) elements that exist
     part,  # which of the SPLIT parts of each row this program holds
+    tag,  # this launch's "written" flag, never 0 (see layer_norm_bwd_split_kernel)
     SPLIT: tl.constexpr,  # programs sharing each row
     COMPUTE: tl.constexpr,  # accumulation dtype (float32)
 ):
     """Write this program's part of the tile's two row sums, Σ x̂·w·∇y and Σ w·∇y.
 
-    Each sum travels with its own "written" flag in one 64-bit word, written
+    Each sum travels with its launch's "written" flag in one 64-bit word, written
     atomically: a reader that sees the flag sees the sum, so no fence or
     barrier is needed, and the record is read in one round trip.
     """
@@ -478,14 +479,15 @@ def publish_row_sums(
     x_hat, _, w_dy = tile_terms(x, dy, w, mean, rstd, mask, COMPUTE)
     record = RECORDS + (rows * SPLIT + part) * 2
     sum_xhat_wdy, sum_wdy = tl.reduce((x_hat * w_dy, w_dy), 1, add_pair)
-    tl.atomic_xchg(record, written_record(sum_xhat_wdy), mask=row_mask, sem="relaxed")
-    tl.atomic_xchg(record + 1, written_record(sum_wdy), mask=row_mask, sem="relaxed")
+    tl.atomic_xchg(record, written_record(sum_xhat_wdy, tag), mask=row_mask, sem="relaxed")
+    tl.atomic_xchg(record + 1, written_record(sum_wdy, tag), mask=row_mask, sem="relaxed")
 
 
 @triton.jit
-def written_record(total):
-    """``(1 << 32) | the float32 bits of total``: a sum and its "written" flag in one int64."""
-    return (1 << 32) | (total.to(tl.float32).to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF)
+def written_record(total, tag=1):
+    """``(tag << 32) | the float32 bits of total``: a sum and its "written" flag in one int64."""
+    flag = (tag + tl.zeros([], tl.int64)) << 32
+    return flag | (total.to(tl.float32).to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF)
 
 
 @triton.jit
@@ -493,21 +495,23 @@ def whole_row_sums(
     RECORDS,  # int64 (M, SPLIT, 2), as publish_row_sums writes it
     rows,  # (BLOCK_M,) row indices of the tile
     row_mask,  # (BLOCK_M,) rows that exist
+    tag,  # the "written" flag of this launch
     SPLIT: tl.constexpr,  # programs sharing each row
     SPLIT_BLOCK: tl.constexpr,  # power of two >= SPLIT
 ):
     """Σ x̂·w·∇y and Σ w·∇y over whole rows, once all SPLIT parts have written theirs.
 
-    Polled with volatile loads (from L2 every time). The parts are added in
+    Polled with volatile loads (from L2 every time) until every record carries
+    this launch's flag (not 0, nor an earlier launch's). The parts are added in
     the same order by every program: deterministic.
     """
     parts = tl.arange(0, SPLIT_BLOCK)
     mask = row_mask[:, None] & (parts < SPLIT)[None, :]
     records = RECORDS + (rows[:, None] * SPLIT + parts[None, :]) * 2
-    ready = tl.full([], 1 << 32, tl.int64)  # what absent parts and rows read as: written, 0.0
+    ready = (tag + tl.zeros([], tl.int64)) << 32  # what absent parts and rows read as: written, 0.0
     first = tl.load(records, mask=mask, other=ready, volatile=True)
     second = tl.load(records + 1, mask=mask, other=ready, volatile=True)
-    while tl.min(tl.minimum(first, second)) < ready:
+    while tl.max(((((first ^ ready) | (second ^ ready)) >> 32) != 0).to(tl.int32)) > 0:
         first = tl.load(records, mask=mask, other=ready, volatile=True)
         second = tl.load(records + 1, mask=mask, other=ready, volatile=True)
     first = (first & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
@@ -567,7 +571,10 @@ def layer_norm_bwd_split_kernel(
     RSTD,  # per-row rstd from the forward, (M,)
     DX,  # input gradient, (M, N), rows ``stride_dx`` apart
     PARTIAL,  # COMPUTE (K, G, N): group g's Σ dy * x̂ (if HAS_DW) and Σ dy (if HAS_DB) over its rows
-    RECORDS,  # int64 (M, SPLIT, 2), zeroed: the parts' row sums, see publish_row_sums
+    OUT0,  # ONE_LAUNCH: (N,) the first gradient, dW (if HAS_DW) or dB
+    OUT1,  # ONE_LAUNCH: (N,) dB when there are both (else OUT0 again)
+    BARRIER,  # ONE_LAUNCH: int32 (2,) for grid_barrier, kept for this kernel's launches on one stream
+    RECORDS,  # int64 (M, SPLIT, 2): the parts' row sums, see publish_row_sums; zeroed unless ONE_LAUNCH
     stride_dy,  # elements between two rows of DY
     stride_x,  # elements between two rows of X
     stride_dx,  # elements between two rows of DX
@@ -582,6 +589,9 @@ def layer_norm_bwd_split_kernel(
     BLOCK_N: tl.constexpr,  # columns of each row that one program holds
     COMPUTE: tl.constexpr,  # accumulation dtype (float32)
     PREFETCH: tl.constexpr,  # prefetch the tile after the next one into L2 (not in the interpreter)
+    ONE_LAUNCH: tl.constexpr,  # add up dW/dB after a grid-wide barrier (not in the interpreter)
+    REDUCE_BLOCK_P: tl.constexpr,  # ONE_LAUNCH: partial rows added per step of the reduction
+    REDUCE_BLOCK_N: tl.constexpr,  # ONE_LAUNCH: columns per block of the reduction
 ):
     """Rows too wide for one program's registers, read once: SPLIT programs share each row.
 
@@ -594,9 +604,21 @@ def layer_norm_bwd_split_kernel(
     come from L2: the tile after it is prefetched there one step ahead. The
     programs wait for each other, so all must be resident at once: a
     cooperative launch.
+
+    With ONE_LAUNCH the programs then meet at a grid-wide barrier and add up
+    the partial rows (no second launch), and RECORDS needs no zeroing: a
+    record's flag is the barrier's generation at the start of the launch
+    (plus 1, so never 0), which every program reads before any can pass the
+    barrier that moves it on. A record left by an earlier launch carries an
+    earlier generation; ``launch._split_state`` zeroes RECORDS again long before
+    the generation could come round to the same value (2**31 launches).
     """
     inv_n = reciprocal(N, COMPUTE)
     pid = tl.program_id(0)
+    if ONE_LAUNCH:
+        tag = (tl.atomic_add(BARRIER + 1, 0, sem="relaxed").to(tl.int64) & 0x7FFFFFFF) + 1
+    else:
+        tag = 1
     group, part = pid // SPLIT, pid % SPLIT
     programs = tl.num_programs(0)
     cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -609,7 +631,7 @@ def layer_norm_bwd_split_kernel(
 
     rows = row_begin + tl.arange(0, BLOCK_M)
     x, dy, row_mask, mask = load_raw_tile(X, DY, rows, row_end, cols, col_mask, stride_x, stride_dy)
-    publish_row_sums(RECORDS, x, dy, w, MEAN, RSTD, rows, row_mask, mask, part, SPLIT, COMPUTE)
+    publish_row_sums(RECORDS, x, dy, w, MEAN, RSTD, rows, row_mask, mask, part, tag, SPLIT, COMPUTE)
     for _ in range(row_begin, row_end, BLOCK_M):
         next_rows = rows + BLOCK_M
         if PREFETCH:
@@ -617,9 +639,9 @@ def layer_norm_bwd_split_kernel(
         x_next, dy_next, next_row_mask, next_mask = load_raw_tile(
             X, DY, next_rows, row_end, cols, col_mask, stride_x, stride_dy
         )
-        publish_row_sums(RECORDS, x_next, dy_next, w, MEAN, RSTD, next_rows, next_row_mask, next_mask, part, SPLIT,
-                         COMPUTE)  # fmt: skip
-        sum_xhat_wdy, sum_wdy = whole_row_sums(RECORDS, rows, row_mask, SPLIT, SPLIT_BLOCK)
+        publish_row_sums(RECORDS, x_next, dy_next, w, MEAN, RSTD, next_rows, next_row_mask, next_mask, part, tag,
+                         SPLIT, COMPUTE)  # fmt: skip
+        sum_xhat_wdy, sum_wdy = whole_row_sums(RECORDS, rows, row_mask, tag, SPLIT, SPLIT_BLOCK)
         mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
         rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
         x_hat, dy_c, w_dy = tile_terms(x, dy, w, mean, rstd, mask, COMPUTE)
@@ -629,6 +651,12 @@ def layer_norm_bwd_split_kernel(
         )  # fmt: skip
         x, dy, rows, row_mask, mask = x_next, dy_next, next_rows, next_row_mask, next_mask
     store_partial_row(PARTIAL, HAS_DW, HAS_DB, group, programs // SPLIT, N, cols, col_mask, dw_acc, db_acc)
+    if ONE_LAUNCH:
+        grid_barrier(BARRIER)
+        col_blocks = tl.cdiv(N, REDUCE_BLOCK_N)
+        for task in range(pid, col_blocks * (HAS_DW + HAS_DB), programs):
+            k, col_block = task // col_blocks, task % col_blocks
+            add_partial_rows(PARTIAL, OUT0, OUT1, k, col_block, programs // SPLIT, N, REDUCE_BLOCK_P, REDUCE_BLOCK_N)
 
 
 @triton.jit

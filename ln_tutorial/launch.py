@@ -483,6 +483,21 @@ def layer_norm_backward(
             (m,), *row_tensors, partial_rows[0] if has_dw else None, partial_rows[-1] if has_db else None,
             *lock_and_count, *strides, n,
         )  # fmt: skip
+    elif cfg.split:  # `programs` groups of `parts` programs, rows_per_program rows per group
+        if plan.reduce is None:  # one launch: records and barrier kept for the stream, never zero-filled
+            grads = [torch.empty_like(p) for p in params]  # separate allocations, as below
+            barrier, records = _split_state(device, torch._C._cuda_getCurrentRawStream(device), m * plan.parts * 2)
+        else:
+            barrier, records = None, torch.zeros((m, plan.parts, 2), dtype=torch.int64, device=x.device)
+        outs = grads or [dx]  # (no gradient to add up: the kernel writes none)
+        try:
+            plan.main((plan.programs * plan.parts,), *row_tensors, partial, outs[0], outs[-1], barrier, records,
+                      *strides, m, n, plan.rows_per_program)  # fmt: skip
+        except RuntimeError as error:
+            if config is not None:  # the caller's configuration is kept: its refusal is the caller's to see
+                raise
+            _remember_refusal(error, device, cfg)  # the configuration without shared rows from now on
+            return layer_norm_backward(dy, x, weight, bias, mean, rstd, strategy, config)
     elif plan.reduce is None:  # persistent, and the same programs add up dW/dB after a grid-wide barrier
         grads = [torch.empty_like(p) for p in params]  # separate allocations, as below
         barrier = _grid_barrier(device, torch._C._cuda_getCurrentRawStream(device))
@@ -491,16 +506,6 @@ def layer_norm_backward(
             plan.main((plan.programs,), *arguments)
         except RuntimeError as error:
             _remember_refusal(error, device, cfg)  # two launches from now on
-            return layer_norm_backward(dy, x, weight, bias, mean, rstd, strategy, config)
-    elif cfg.split:  # `programs` groups of `parts` programs, rows_per_program rows per group
-        records = torch.zeros((m, plan.parts, 2), dtype=torch.int64, device=x.device)  # the parts' row sums
-        try:
-            plan.main((plan.programs * plan.parts,), *row_tensors, partial, records, *strides, m, n,
-                      plan.rows_per_program)  # fmt: skip
-        except RuntimeError as error:
-            if config is not None:  # the caller's configuration is kept: its refusal is the caller's to see
-                raise
-            _remember_refusal(error, device, cfg)  # the configuration without shared rows from now on
             return layer_norm_backward(dy, x, weight, bias, mean, rstd, strategy, config)
     elif not cfg.looped:  # persistent: `programs` programs, rows_per_program rows each
         plan.main((plan.programs,), *_persistent_arguments(row_tensors, partial, strides, m, n, plan))
@@ -576,13 +581,17 @@ def _backward_plan(
         )  # fmt: skip
         dwdb = None
     elif cfg.split:
-        # The interpreter has no PTX for the prefetch, and runs programs one at a time (no cooperative grid).
+        # The interpreter has no PTX for the prefetch, and runs programs one at a time (no cooperative
+        # grid, no barrier): there dW/dB take a second launch and the records are zeroed for each call.
         gpu_only = {} if INTERPRET else {"launch_cooperative_grid": True, "maxnreg": _split_registers(cfg)}
+        reduce_meta = _reduce_blocks(n, has_dw + has_db, programs * parts, programs, cfg.num_warps)
         main = _launcher(
             kernels.layer_norm_bwd_split_kernel, HAS_DW=has_dw, HAS_DB=has_db, SPLIT=parts,
             SPLIT_BLOCK=next_power_of_2(parts), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, COMPUTE=compute,
-            PREFETCH=not INTERPRET and cfg.block_n >= 16, num_warps=cfg.num_warps, **gpu_only,
+            PREFETCH=not INTERPRET and cfg.block_n >= 16, ONE_LAUNCH=not INTERPRET, num_warps=cfg.num_warps,
+            **reduce_meta, **gpu_only,
         )  # fmt: skip
+        reduce = reduce if INTERPRET else None
         dwdb = None
     elif not cfg.looped:
         meta = dict(
@@ -594,14 +603,9 @@ def _backward_plan(
         small = m * n * dtype.itemsize <= ONE_LAUNCH_MAX_BYTES
         refused = (device, cfg) in _cooperative_refused
         if cfg.one_launch and (has_dw or has_db) and small and not INTERPRET and not refused:
-            # The reduction's column blocks: about one per program (M = 0 has no programs),
-            # each step a tile of 32 values per thread (the second kernel has many small programs).
-            sets = has_dw + has_db
-            block_n = min(1024, max(REDUCE_BLOCK_N, next_power_of_2(cdiv(n * sets, max(programs, 1)))))
-            block_p = min(next_power_of_2(programs), max(1, 1024 * cfg.num_warps // block_n))
             main = _launcher(
-                kernels.layer_norm_bwd_one_launch_kernel, **meta, REDUCE_BLOCK_P=block_p, REDUCE_BLOCK_N=block_n,
-                launch_cooperative_grid=True,
+                kernels.layer_norm_bwd_one_launch_kernel, **meta,
+                **_reduce_blocks(n, has_dw + has_db, programs, programs, cfg.num_warps), launch_cooperative_grid=True,
             )  # fmt: skip
             reduce = None
         else:
@@ -616,6 +620,15 @@ def _backward_plan(
             BLOCK_N=DWDB_BLOCK_N, COMPUTE=compute, NUM_STAGES=cfg.num_stages, num_warps=4,
         )  # fmt: skip
     return BackwardPlan(programs, rows_per_program, parts, main, dwdb, reduce)
+
+
+def _reduce_blocks(n: int, sets: int, programs: int, partial_rows: int, num_warps: int) -> dict:
+    """Tile of the dW/dB reduction that one-launch kernels do after their barrier: column blocks
+    of about one per program (M = 0 has no programs), each step 32 values per thread (the
+    second kernel has many small programs instead)."""
+    block_n = min(1024, max(REDUCE_BLOCK_N, next_power_of_2(cdiv(n * sets, max(programs, 1)))))
+    block_p = min(next_power_of_2(partial_rows), max(1, 1024 * num_warps // block_n))
+    return dict(REDUCE_BLOCK_P=block_p, REDUCE_BLOCK_N=block_n)
 
 
 def _split_registers(cfg: BackwardConfig) -> int:
@@ -668,6 +681,29 @@ def _grid_barrier(device: int, stream: int) -> torch.Tensor:
     leaves it ready for the next. Zeroed once, here.
     """
     return torch.zeros(2, dtype=torch.int32, device=device)
+
+
+#: Split launches after which ``_split_state`` zeroes a stream's records again: well before
+#: the barrier's generation, which tags them (modulo 2**31), could come round.
+SPLIT_RECORDS_LIFETIME = 1 << 30
+_split_states: dict = {}
+
+
+def _split_state(device: int, stream: int, size: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The one-launch split kernel's barrier and records for launches on one stream of one GPU.
+
+    Launches on a stream run one after another, so they can share them. Records
+    are tagged with the barrier's generation (see the kernel), so they are
+    zeroed only when they grow, and again every ``SPLIT_RECORDS_LIFETIME``
+    launches; the barrier leaves itself ready for the next launch.
+    """
+    state = _split_states.get((device, stream))
+    if state is None:
+        state = _split_states[(device, stream)] = [torch.zeros(2, dtype=torch.int32, device=device), None, 0]
+    if state[1] is None or state[1].numel() < size or state[2] >= SPLIT_RECORDS_LIFETIME:
+        state[1], state[2] = torch.zeros(size, dtype=torch.int64, device=device), 0
+    state[2] += 1
+    return state[0], state[1]
 
 
 def _backward_grid(m: int, n: int, device: int, cfg: BackwardConfig, strategy: str) -> Tuple[int, int]:

@@ -342,6 +342,37 @@ def test_split_registers_let_its_programs_fit(n, dtype):
         assert entry[5].n_regs * cfg.num_warps * 32 * cfg.programs_per_sm <= 65536
 
 
+@gpu
+def test_split_records_from_earlier_launches_never_count(monkeypatch):
+    """The one-launch split backward keeps its records for the stream and never zero-fills them:
+    each launch tags its records with its barrier generation. Records left by earlier launches, of
+    this size and of others (more rows: stale records past this call's; other widths: other parts
+    at each address), must not pass for this launch's: the same bits on every call, also when
+    the records were just zeroed, and the right gradients."""
+    n = 16384  # bfloat16: 8 parts of 2048 columns
+    x, dy = torch.randn(300, n, device=DEVICE, dtype=torch.bfloat16), torch.randn(300, n, device=DEVICE)
+    dy = dy.to(torch.bfloat16)
+    weight, bias = _affine(n, torch.bfloat16)
+    _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
+    plan = launch._backward_plan(300, n, x.dtype, x.get_device(), "deterministic", launch.backward_config(n, 2),
+                                 True, True)  # fmt: skip
+    assert plan.parts == 8 and plan.reduce is None  # shared rows, one launch
+    first = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
+    for m, width in [(900, n), (37, 40000), (2000, 65536)]:  # stale records of other shapes in the same buffer
+        other = torch.randn(m, width, device=DEVICE, dtype=torch.bfloat16)
+        _, m_mean, m_rstd = launch.layer_norm_forward(other, None, None, 1e-5)
+        launch.layer_norm_backward(torch.randn_like(other), other, None, None, m_mean, m_rstd)
+    later = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
+    monkeypatch.setattr(launch, "SPLIT_RECORDS_LIFETIME", 1)  # zeroed again at the next call
+    zeroed = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
+    for a, b, c in zip(first, later, zeroed):
+        assert torch.equal(a, b) and torch.equal(a, c)
+    exact = layer_norm_backward_reference(dy, x, weight)
+    for name, ours, reference in zip(("dx", "dw", "db"), first, exact):
+        err = (ours.double() - reference).abs().max() / reference.abs().max()
+        assert err < 2e-2, name  # bfloat16 outputs
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("affine", [True, False])
 def test_gradcheck_float64(strategy, affine):
