@@ -463,6 +463,7 @@ plt.show()
 # wide enough that each program has about one:
 
 # ln_tutorial:source ln_tutorial.kernels.layer_norm_bwd_one_launch_kernel
+# ln_tutorial:source ln_tutorial.launch._reduce_blocks
 
 # %%
 # The barrier's two counters live on the GPU between launches, one pair per
@@ -497,10 +498,11 @@ plt.show()
 # part, writes it to global memory, and reads the others' parts.
 #
 # The trade must be cheap, because it happens once per row. Each part of a
-# sum travels in one 64-bit word together with a "written" bit, and the word
-# is written atomically: a program that reads the bit set reads the sum
-# with it, so there is no flag to order against the data, no fence and no
-# barrier, and the words start at zero in a buffer zeroed for each call.
+# sum travels in one 64-bit word together with a "written" flag in its upper
+# half, and the word is written atomically: a program that reads the flag
+# reads the sum with it, so there is no flag to order against the data, no
+# fence and no barrier. (Which flag counts as "written" is the subject of the
+# next cell.)
 # And each program publishes a tile's sums one tile before it needs the
 # others': while they catch up, it is loading and summing its next tile. Those
 # loads come from L2, because one step earlier the program asked L2 for them
@@ -520,6 +522,25 @@ plt.show()
 # ln_tutorial:source ln_tutorial.kernels.whole_row_sums
 # ln_tutorial:source ln_tutorial.kernels.prefetch_tile
 # ln_tutorial:source ln_tutorial.kernels.layer_norm_bwd_split_kernel
+
+# %%
+# On a GPU the split kernel ends like the one-launch persistent kernel: a
+# grid-wide barrier, then each program adds up a share of the partial rows.
+# The barrier's generation number, which moves on once per launch, also gives
+# each launch its own "written" flag: the generation plus one, read by every
+# program before any can pass the barrier that changes it. A record left by
+# an earlier launch carries an earlier flag and does not count, so the
+# records need no zeroing: they are kept per stream, next to the barrier,
+# and zeroed only when a call needs more of them, or after
+# ``SPLIT_RECORDS_LIFETIME`` launches, long before the generation (counted
+# modulo :math:`2^{31}`) could come round to an old flag. Two launches and a
+# zero-filled buffer for each call cost 1–3 % more at the widest shapes on
+# the H100 (performance notes, run 116). In the interpreter the flag is 1,
+# the records are zeroed for each call and a second kernel adds the partial
+# rows.
+
+# ln_tutorial:source ln_tutorial.launch.SPLIT_RECORDS_LIFETIME
+# ln_tutorial:source ln_tutorial.launch._split_state
 
 # %%
 # The programs of a group wait for each other, so all of them must be resident
@@ -547,8 +568,9 @@ plt.show()
 
 # %%
 # ``layer_norm_backward`` ties it together: the lock kernel, the persistent
-# kernel in one launch or two, the split kernel, or the looped kernels. Except
-# in the one-launch case the same second stage adds the partial rows. The
+# kernel in one launch or two, the split kernel (one launch on a GPU), or the
+# looped kernels. Except in the one-launch cases the same second stage adds
+# the partial rows. The
 # persistent, split and looped kernels take the partial buffer whole and find
 # the :math:`\nabla_b` rows after the :math:`\nabla_w` ones
 # (``store_partial_row`` above): splitting it into two views on the host would

@@ -56,7 +56,7 @@ class BackwardConfig(NamedTuple):
     programs_per_sm: int  # persistent grid size = SMs * programs_per_sm
     num_stages: int = 1  # tiles in flight per program (software pipelining)
     reload: bool = False  # read each tile twice rather than hold it across the row sums
-    one_launch: bool = True  # persistent kernel on a GPU: the same launch adds up dW/dB (cooperative grid)
+    one_launch: bool = True  # persistent kernel on a GPU: the same launch adds up dW/dB (split kernels always do)
     tail_n: int = 0  # a second tile of this width (a power of two) for the columns past block_n
     split: bool = False  # wide rows: cdiv(N, block_n) programs share each row, block_n columns each
 
@@ -697,13 +697,13 @@ def _split_state(device: int, stream: int, size: int) -> Tuple[torch.Tensor, tor
     zeroed only when they grow, and again every ``SPLIT_RECORDS_LIFETIME``
     launches; the barrier leaves itself ready for the next launch.
     """
-    state = _split_states.get((device, stream))
-    if state is None:
-        state = _split_states[(device, stream)] = [torch.zeros(2, dtype=torch.int32, device=device), None, 0]
-    if state[1] is None or state[1].numel() < size or state[2] >= SPLIT_RECORDS_LIFETIME:
-        state[1], state[2] = torch.zeros(size, dtype=torch.int64, device=device), 0
-    state[2] += 1
-    return state[0], state[1]
+    barrier, records, launches = _split_states.get((device, stream), (None, None, 0))
+    if barrier is None:
+        barrier = torch.zeros(2, dtype=torch.int32, device=device)
+    if records is None or records.numel() < size or launches >= SPLIT_RECORDS_LIFETIME:
+        records, launches = torch.zeros(size, dtype=torch.int64, device=device), 0
+    _split_states[(device, stream)] = (barrier, records, launches + 1)
+    return barrier, records
 
 
 def _backward_grid(m: int, n: int, device: int, cfg: BackwardConfig, strategy: str) -> Tuple[int, int]:
