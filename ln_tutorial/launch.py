@@ -683,8 +683,8 @@ def _grid_barrier(device: int, stream: int) -> torch.Tensor:
     return torch.zeros(2, dtype=torch.int32, device=device)
 
 
-#: Split launches after which ``_split_state`` zeroes a stream's records again: well before
-#: the barrier's generation, which tags them (modulo 2**31), could come round.
+#: Split launches after which ``_split_state`` zeroes a stream's records again, long before
+#: the barrier's generation, which tags them (modulo 2**31), could come round to an old tag.
 SPLIT_RECORDS_LIFETIME = 1 << 30
 _split_states: dict = {}
 
