@@ -530,8 +530,9 @@ plt.show()
 # each launch its own "written" flag: the generation plus one, read by every
 # program before any can pass the barrier that changes it. A record left by
 # an earlier launch carries an earlier flag and does not count, so the
-# records need no zeroing: they are kept per stream, next to the barrier,
-# and zeroed only when a call needs more of them, or after
+# records need no zeroing: they are kept per stream, next to the barrier
+# (for the ``SPLIT_STATE_STREAMS`` most recently used streams), and zeroed
+# only when a call needs more of them, or after
 # ``SPLIT_RECORDS_LIFETIME`` launches, long before the generation (counted
 # modulo :math:`2^{31}`) could come round to an old flag. Two launches and a
 # zero-filled buffer for each call cost 1–3 % more at the widest shapes on
@@ -540,6 +541,7 @@ plt.show()
 # rows.
 
 # ln_tutorial:source ln_tutorial.launch.SPLIT_RECORDS_LIFETIME
+# ln_tutorial:source ln_tutorial.launch.SPLIT_STATE_STREAMS
 # ln_tutorial:source ln_tutorial.launch._split_state
 
 # %%

@@ -686,7 +686,10 @@ def _grid_barrier(device: int, stream: int) -> torch.Tensor:
 #: Split launches after which ``_split_state`` zeroes a stream's records again, long before
 #: the barrier's generation, which tags them (modulo 2**31), could come round to an old tag.
 SPLIT_RECORDS_LIFETIME = 1 << 30
-_split_states: dict = {}
+#: Streams whose split records are kept (the most recently used): a program that makes streams
+#: as it goes does not keep their records forever.
+SPLIT_STATE_STREAMS = 16
+_split_states: dict = {}  # (device, stream) -> (barrier, records, launches), least recently used first
 
 
 def _split_state(device: int, stream: int, size: int) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -695,14 +698,18 @@ def _split_state(device: int, stream: int, size: int) -> Tuple[torch.Tensor, tor
     Launches on a stream run one after another, so they can share them. Records
     are tagged with the barrier's generation (see the kernel), so they are
     zeroed only when they grow, and again every ``SPLIT_RECORDS_LIFETIME``
-    launches; the barrier leaves itself ready for the next launch.
+    launches; the barrier leaves itself ready for the next launch. A stream
+    dropped from the ``SPLIT_STATE_STREAMS`` kept starts again from zeroed
+    tensors; its old ones are freed to that stream, after its launches.
     """
-    barrier, records, launches = _split_states.get((device, stream), (None, None, 0))
+    barrier, records, launches = _split_states.pop((device, stream), (None, None, 0))
     if barrier is None:
         barrier = torch.zeros(2, dtype=torch.int32, device=device)
     if records is None or records.numel() < size or launches >= SPLIT_RECORDS_LIFETIME:
         records, launches = torch.zeros(size, dtype=torch.int64, device=device), 0
-    _split_states[(device, stream)] = (barrier, records, launches + 1)
+    _split_states[(device, stream)] = (barrier, records, launches + 1)  # now the most recently used
+    if len(_split_states) > SPLIT_STATE_STREAMS:
+        del _split_states[next(iter(_split_states))]
     return barrier, records
 
 

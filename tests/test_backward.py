@@ -373,6 +373,21 @@ def test_split_records_from_earlier_launches_never_count(monkeypatch):
         assert err < 2e-2, name  # bfloat16 outputs
 
 
+@gpu
+def test_split_state_keeps_the_recent_streams(monkeypatch):
+    """The split kernel's barrier and records are kept for the SPLIT_STATE_STREAMS most recently used
+    streams; one dropped and used again starts from zeroed tensors."""
+    device = torch.empty(0, device=DEVICE).get_device()
+    monkeypatch.setattr(launch, "_split_states", {})
+    first, _ = launch._split_state(device, 1, 8)
+    assert launch._split_state(device, 1, 8)[0] is first  # kept while recently used
+    for stream in range(2, 2 + launch.SPLIT_STATE_STREAMS):
+        launch._split_state(device, stream, 8)
+    assert len(launch._split_states) == launch.SPLIT_STATE_STREAMS and (device, 1) not in launch._split_states
+    again, records = launch._split_state(device, 1, 8)
+    assert again is not first and not again.any() and not records.any()
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("affine", [True, False])
 def test_gradcheck_float64(strategy, affine):
