@@ -686,8 +686,8 @@ def _grid_barrier(device: int, stream: int) -> torch.Tensor:
 #: Split launches after which ``_split_state`` zeroes a stream's records again, long before
 #: the barrier's generation, which tags them (modulo 2**31), could come round to an old tag.
 SPLIT_RECORDS_LIFETIME = 1 << 30
-#: Streams whose split records are kept (the most recently used): a program that makes streams
-#: as it goes does not keep their records forever.
+#: Streams whose split records are kept, the most recently used ones, so that a program that
+#: makes streams as it goes does not keep their records forever.
 SPLIT_STATE_STREAMS = 16
 _split_states: dict = {}  # (device, stream) -> (barrier, records, launches), least recently used first
 
