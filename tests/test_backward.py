@@ -374,6 +374,37 @@ def test_split_records_from_earlier_launches_never_count(monkeypatch):
 
 
 @gpu
+def test_split_backward_in_a_cuda_graph():
+    """The split kernel records into a CUDA graph with its stream's barrier and records made during
+    capture: every replay, each a new barrier generation and so a new "written" flag over the last
+    replay's records, gives the eager result; so does an eager call on that stream afterwards."""
+    m, n = 300, 40000  # bfloat16: rows shared by 10 programs of 4096 columns
+    x = torch.randn(m, n, device=DEVICE, dtype=torch.bfloat16)
+    dy = torch.randn(m, n, device=DEVICE, dtype=torch.bfloat16)
+    weight, bias = _affine(n, torch.bfloat16)
+    _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
+    device = x.get_device()
+    assert launch._backward_plan(m, n, x.dtype, device, "deterministic", launch.backward_config(n, 2), True,
+                                 True).reduce is None  # fmt: skip
+    eager = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
+    graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+    with torch.cuda.graph(graph, stream=stream):
+        captured = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
+    for _ in range(3):
+        for t in captured:
+            t.zero_()
+        graph.replay()
+        torch.cuda.synchronize()
+        for a, b in zip(captured, eager):
+            assert torch.equal(a, b)
+    with torch.cuda.stream(stream):
+        after = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
+    torch.cuda.synchronize()
+    for a, b in zip(after, eager):
+        assert torch.equal(a, b)
+
+
+@gpu
 def test_split_state_keeps_the_recent_streams(monkeypatch):
     """The split kernel's barrier and records are kept for the SPLIT_STATE_STREAMS most recently used
     streams; one dropped and used again starts from zeroed tensors."""
