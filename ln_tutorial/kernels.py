@@ -508,9 +508,10 @@ def whole_row_sums(
     parts = tl.arange(0, SPLIT_BLOCK)
     mask = row_mask[:, None] & (parts < SPLIT)[None, :]
     records = RECORDS + (rows[:, None] * SPLIT + parts[None, :]) * 2
-    ready = (tag + tl.zeros([], tl.int64)) << 32  # what absent parts and rows read as: written, 0.0
+    ready = written_record(tl.zeros([], tl.float32), tag)  # what absent parts and rows read as: written, 0.0
     first = tl.load(records, mask=mask, other=ready, volatile=True)
     second = tl.load(records + 1, mask=mask, other=ready, volatile=True)
+    # until the upper halves, the flags, all equal this launch's (compared as bits: a flag may set the sign)
     while tl.max(((((first ^ ready) | (second ^ ready)) >> 32) != 0).to(tl.int32)) > 0:
         first = tl.load(records, mask=mask, other=ready, volatile=True)
         second = tl.load(records + 1, mask=mask, other=ready, volatile=True)

@@ -18,6 +18,15 @@ def _affine(n, dtype=torch.float32):
     return torch.randn(n, device=DEVICE, dtype=dtype), torch.randn(n, device=DEVICE, dtype=dtype)
 
 
+def _backward_inputs(m, n, dtype=torch.float32):
+    """Standard-normal x and ∇y (M, N), ``_affine``'s weight and bias, and the forward's mean and rstd
+    (which do not depend on the weight and bias)."""
+    x, dy = torch.randn(m, n, device=DEVICE, dtype=dtype), torch.randn(m, n, device=DEVICE, dtype=dtype)
+    weight, bias = _affine(n, dtype)
+    _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
+    return x, dy, weight, bias, mean, rstd
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64], ids=str)
 @pytest.mark.parametrize(
@@ -73,10 +82,8 @@ def test_one_parameter_gradient(which, config, strategy):
     if strategy == "lock" and config is not None:
         pytest.skip("the lock strategy has no wide-row kernels")
     m, n = 37, 100
-    x, dy = torch.randn(m, n, device=DEVICE), torch.randn(m, n, device=DEVICE)
-    weight, bias = _affine(n)
+    x, dy, weight, bias, mean, rstd = _backward_inputs(m, n)
     weight, bias = (weight, None) if which == "weight only" else (None, bias)
-    _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
     dx, dw, db = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, strategy, config)
     exact_dx, exact_dw, exact_db = layer_norm_backward_reference(dy, x, weight)
     assert (dw is None) == (weight is None) and (db is None) == (bias is None)
@@ -101,9 +108,7 @@ def test_launchers_are_shared_across_row_counts():
 def test_forced_looped_backward_kernels():
     """Wide-row kernels on a small row (loop step 32), against the tutorial's formulas."""
     m, n = 6, 100
-    x, dy = torch.randn(m, n, device=DEVICE), torch.randn(m, n, device=DEVICE)
-    weight, bias = _affine(n)
-    _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
+    x, dy, weight, bias, mean, rstd = _backward_inputs(m, n)
     for num_stages in (1, 2):
         cfg = launch.BackwardConfig(True, 2, 32, 1, 1, num_stages)
         dx, dw, db = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
@@ -126,9 +131,7 @@ def test_persistent_backward_pipelining(num_stages, reload, tail_n):
     holding each tile across the row sums or reading it again, the row in one tile or two."""
     sms = launch._sm_count(torch.empty(0, device=DEVICE).get_device())
     m, n = 3 * 2 * sms + 1, 40
-    x, dy = torch.randn(m, n, device=DEVICE), torch.randn(m, n, device=DEVICE)
-    weight, bias = _affine(n)
-    _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
+    x, dy, weight, bias, mean, rstd = _backward_inputs(m, n)
     cfg = launch.BackwardConfig(False, 2, 32 if tail_n else 64, 4, 1, num_stages, reload, tail_n=tail_n)
     dx, dw, db = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
     for name, ours, exact in zip(("dx", "dw", "db"), (dx, dw, db), layer_norm_backward_reference(dy, x, weight)):
@@ -172,10 +175,8 @@ def test_split_backward(block_m, per_sm, which):
     device = torch.empty(0, device=DEVICE).get_device()
     sms = launch._sm_count(device)
     m, n = 5 * sms * per_sm + 1, 100
-    x, dy = torch.randn(m, n, device=DEVICE), torch.randn(m, n, device=DEVICE)
-    weight, bias = _affine(n)
+    x, dy, weight, bias, mean, rstd = _backward_inputs(m, n)
     weight, bias = {"weight and bias": (weight, bias), "weight only": (weight, None), "neither": (None, None)}[which]
-    _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
     cfg = launch.BackwardConfig(False, block_m, 32, 1, per_sm, split=True)
     first = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
     second = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
@@ -221,10 +222,8 @@ def test_one_launch_matches_two_launches(shape, which):
     """The one-launch backward: dx the same bits as with two launches, dW/dB the same partial
     rows added in another order (as accurate), every rerun the same bits."""
     m, n = shape
-    x, dy = torch.randn(m, n, device=DEVICE), torch.randn(m, n, device=DEVICE)
-    weight, bias = _affine(n)
+    x, dy, weight, bias, mean, rstd = _backward_inputs(m, n)
     weight, bias = {"weight and bias": (weight, bias), "weight only": (weight, None), "bias only": (None, bias)}[which]
-    _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
     cfg = launch.backward_config(n, 4)
     assert _plan(m, n, cfg, weight is not None, bias is not None).reduce is None  # one launch
     one = [launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg) for _ in range(2)]
@@ -244,9 +243,7 @@ def test_one_launch_backward_in_a_cuda_graph():
     """A cooperative launch records into a CUDA graph, the barrier's state is made during capture
     (a new stream), and every replay gives the eager result."""
     m, n = 4096, 1024
-    x, dy = torch.randn(m, n, device=DEVICE), torch.randn(m, n, device=DEVICE)
-    weight, bias = _affine(n)
-    _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
+    x, dy, weight, bias, mean, rstd = _backward_inputs(m, n)
     assert _plan(m, n, launch.backward_config(n, 4)).reduce is None  # one launch
     eager = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
     graph = torch.cuda.CUDAGraph()
@@ -267,9 +264,7 @@ def test_refused_cooperative_launch_falls_back_to_two_launches():
     and the backward takes two launches instead, now and for later calls."""
     m, n = 8192, 1024
     cfg = launch.BackwardConfig(False, 1, n, 4, 64, 1)  # 64 programs per SM: more than fit
-    x, dy = torch.randn(m, n, device=DEVICE), torch.randn(m, n, device=DEVICE)
-    weight, bias = _affine(n)
-    _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
+    x, dy, weight, bias, mean, rstd = _backward_inputs(m, n)
     got = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
     assert (x.get_device(), cfg) in launch._cooperative_refused
     assert _plan(m, n, cfg).reduce is not None  # and later calls plan two launches
@@ -292,9 +287,7 @@ def test_refused_split_falls_back_to_rows_not_shared(n, dtype):
     device = torch.empty(0, device=DEVICE).get_device()
     cfg = launch.backward_config(n, dtype.itemsize)
     assert cfg.split
-    x, dy = torch.randn(64, n, device=DEVICE, dtype=dtype), torch.randn(64, n, device=DEVICE, dtype=dtype)
-    weight, bias = _affine(n, dtype)
-    _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
+    x, dy, weight, bias, mean, rstd = _backward_inputs(64, n, dtype)
     shared = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
     launch._cooperative_refused.add((device, cfg))
     try:
@@ -332,9 +325,7 @@ def test_split_registers_let_its_programs_fit(n, dtype):
     m = 2 * launch._sm_count(device)
     cfg = launch.backward_config(n, dtype.itemsize)
     assert cfg.split
-    x, dy = torch.randn(m, n, device=DEVICE, dtype=dtype), torch.randn(m, n, device=DEVICE, dtype=dtype)
-    weight, bias = _affine(n, dtype)
-    _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
+    x, dy, weight, bias, mean, rstd = _backward_inputs(m, n, dtype)
     launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
     plan = launch._backward_plan(m, n, dtype, device, "deterministic", cfg, True, True)
     assert plan.main.compiled  # every specialization compiled so far (other tests share the launcher) fits
@@ -350,10 +341,7 @@ def test_split_records_from_earlier_launches_never_count(monkeypatch):
     at each address), must not pass for this launch's: the same bits on every call, also when
     the records were just zeroed, and the right gradients."""
     n = 16384  # bfloat16: 8 parts of 2048 columns
-    x, dy = torch.randn(300, n, device=DEVICE, dtype=torch.bfloat16), torch.randn(300, n, device=DEVICE)
-    dy = dy.to(torch.bfloat16)
-    weight, bias = _affine(n, torch.bfloat16)
-    _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
+    x, dy, weight, bias, mean, rstd = _backward_inputs(300, n, torch.bfloat16)
     plan = launch._backward_plan(300, n, x.dtype, x.get_device(), "deterministic", launch.backward_config(n, 2),
                                  True, True)  # fmt: skip
     assert plan.parts == 8 and plan.reduce is None  # shared rows, one launch
@@ -379,10 +367,7 @@ def test_split_backward_in_a_cuda_graph():
     capture: every replay, each a new barrier generation and so a new "written" flag over the last
     replay's records, gives the eager result; so does an eager call on that stream afterwards."""
     m, n = 300, 40000  # bfloat16: rows shared by 10 programs of 4096 columns
-    x = torch.randn(m, n, device=DEVICE, dtype=torch.bfloat16)
-    dy = torch.randn(m, n, device=DEVICE, dtype=torch.bfloat16)
-    weight, bias = _affine(n, torch.bfloat16)
-    _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
+    x, dy, weight, bias, mean, rstd = _backward_inputs(m, n, torch.bfloat16)
     device = x.get_device()
     assert launch._backward_plan(m, n, x.dtype, device, "deterministic", launch.backward_config(n, 2), True,
                                  True).reduce is None  # fmt: skip
