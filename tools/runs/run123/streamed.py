@@ -21,6 +21,13 @@ def _issue(slot, X, row, chunk, M, N, stride_x, cols, CHUNK: gl.constexpr):
 
 
 @gluon.jit
+def _weights(W, B, chunk, N, cols, CHUNK: gl.constexpr):
+    offs = chunk * CHUNK + cols
+    mask = offs < N  # past the row's last chunk: no traffic
+    return gl.load(W + offs, mask=mask, other=0.0), gl.load(B + offs, mask=mask, other=0.0)
+
+
+@gluon.jit
 def streamed_forward_kernel(
     X,  # input, (M, N), rows stride_x apart
     Y,  # output, (M, N), rows stride_y apart
@@ -38,6 +45,7 @@ def streamed_forward_kernel(
     SLOTS: gl.constexpr,  # slots in the ring, >= CHUNKS
     VEC: gl.constexpr,  # values per 16-byte access
     WARPS: gl.constexpr,  # = num_warps
+    WB_AHEAD: gl.constexpr,  # 0, 1 or 2: w and b of that many chunks later are loaded before a chunk's work
 ):
     gl.static_assert(SLOTS >= CHUNKS)
     layout: gl.constexpr = gl.BlockedLayout([VEC], [32], [WARPS], [0])
@@ -55,6 +63,10 @@ def streamed_forward_kernel(
     for j in range(rows_here):
         row = (pid + j * programs).to(gl.int64)
         base = j * CHUNKS
+        if WB_AHEAD >= 1:  # the first chunks' w and b, in flight during pass 1
+            w1, b1 = _weights(W, B, 0, N, cols, CHUNK)
+        if WB_AHEAD == 2:
+            w2, b2 = _weights(W, B, 1, N, cols, CHUNK)
         async_copy.wait_group(SLOTS - 1)
         first = ring.index(base % SLOTS).load(layout).to(gl.float32)
         shift = gl.sum(first, axis=0) / gl.minimum(N, CHUNK).to(gl.float32)
@@ -76,10 +88,17 @@ def streamed_forward_kernel(
             slot = ring.index((base + i) % SLOTS)
             offs = i * CHUNK + cols
             mask = offs < N
+            if WB_AHEAD == 0:
+                w, b = _weights(W, B, i, N, cols, CHUNK)
+            elif WB_AHEAD == 1:
+                w, b = w1, b1
+                w1, b1 = _weights(W, B, i + 1, N, cols, CHUNK)
+            else:
+                w, b = w1, b1
+                w1, b1 = w2, b2
+                w2, b2 = _weights(W, B, i + 2, N, cols, CHUNK)
             x = slot.load(layout).to(gl.float32)
-            w = gl.load(W + offs, mask=mask, other=0.0).to(gl.float32)
-            b = gl.load(B + offs, mask=mask, other=0.0).to(gl.float32)
-            y = (x - mean) * rstd * w + b
+            y = (x - mean) * rstd * w.to(gl.float32) + b.to(gl.float32)
             gl.store(Y + row * stride_y + offs, y.to(Y.dtype.element_ty), mask=mask)
             later = i + SLOTS  # this slot's next chunk in the program's stream
             next_row = (pid + (j + later // CHUNKS) * programs).to(gl.int64)
