@@ -1,5 +1,5 @@
 """Run 123 on the GPU: the streamed Gluon forward against the package's forward and a copy."""
-import itertools, sys, time
+import sys
 import torch
 import triton
 from triton.testing import do_bench
