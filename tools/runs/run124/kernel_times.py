@@ -50,32 +50,33 @@ def set_kernels(module):
     launch._forward_launcher.cache_clear()
 
 
-print(f"copy {bench.copy_bandwidth():.0f} GB/s", flush=True)
-SHAPES = [(4096, n, torch.float16) for n in (1024, 1536, 2048, 2560, 3072, 4096)] + [(16384, 4096, torch.bfloat16)]
-for rnd in range(2):
-    for m, n, dtype in SHAPES:
-        x = -2.3 + 0.5 * torch.randn(m, n, device="cuda", dtype=dtype)
-        w = torch.rand(n, device="cuda", dtype=dtype, requires_grad=True)
-        b = torch.rand(n, device="cuda", dtype=dtype, requires_grad=True)
-        moved = 2 * x.numel() * x.element_size()
-        table = launch.forward_config(n, x.element_size())
-        cases = {
-            "ours end to end": lambda: layer_norm(x, (n,), w, b),
-            "liger end to end": lambda: LigerLayerNormFunction.apply(x, w, b, 1e-5),
-        }
-        wd, bd = w.detach(), b.detach()
-        for rows, warps in sorted({(table.block_m, table.num_warps), (1, 8), (1, 4)}):
-            cfg = table._replace(block_m=rows, num_warps=warps)
-            for vname in VARIANTS:
-                cases[f"{vname} rows {rows} warps {warps}{' (table)' if cfg == table else ''}"] = (
-                    lambda cfg=cfg, vname=vname: (set_kernels(VARIANTS[vname]), launch.layer_norm_forward(x, wd, bd, 1e-5, cfg)))
-        ref = layer_norm(x, (n,), w, b).float()
-        for name, fn in cases.items():
-            out = fn()
-            y = out[1][0] if isinstance(out, tuple) and out[0] is None else out
-            err = ((y.float() - ref).abs().max() / ref.abs().max()).item()
-            us, count, names = kernel_us(fn)
-            e2e = do_bench(fn, warmup=100, rep=200, return_mode="median") if "end to end" in name else float("nan")
-            print(f"round {rnd} {m}x{n} {str(dtype)[6:]} {name:38s} kernel {us:7.2f} us = {moved / us / 1e3:5.0f} GB/s"
-                  f"  (end to end {moved / e2e / 1e6:5.0f} GB/s; {count} kernels; diff {err:.1e}) {names}", flush=True)
-        set_kernels(kernels)
+if __name__ == "__main__":
+    print(f"copy {bench.copy_bandwidth():.0f} GB/s", flush=True)
+    SHAPES = [(4096, n, torch.float16) for n in (1024, 1536, 2048, 2560, 3072, 4096)] + [(16384, 4096, torch.bfloat16)]
+    for rnd in range(2):
+        for m, n, dtype in SHAPES:
+            x = -2.3 + 0.5 * torch.randn(m, n, device="cuda", dtype=dtype)
+            w = torch.rand(n, device="cuda", dtype=dtype, requires_grad=True)
+            b = torch.rand(n, device="cuda", dtype=dtype, requires_grad=True)
+            moved = 2 * x.numel() * x.element_size()
+            table = launch.forward_config(n, x.element_size())
+            cases = {
+                "ours end to end": lambda: layer_norm(x, (n,), w, b),
+                "liger end to end": lambda: LigerLayerNormFunction.apply(x, w, b, 1e-5),
+            }
+            wd, bd = w.detach(), b.detach()
+            for rows, warps in sorted({(table.block_m, table.num_warps), (1, 8), (1, 4)}):
+                cfg = table._replace(block_m=rows, num_warps=warps)
+                for vname in VARIANTS:
+                    cases[f"{vname} rows {rows} warps {warps}{' (table)' if cfg == table else ''}"] = (
+                        lambda cfg=cfg, vname=vname: (set_kernels(VARIANTS[vname]), launch.layer_norm_forward(x, wd, bd, 1e-5, cfg)))
+            ref = layer_norm(x, (n,), w, b).float()
+            for name, fn in cases.items():
+                out = fn()
+                y = out[1][0] if isinstance(out, tuple) and out[0] is None else out
+                err = ((y.float() - ref).abs().max() / ref.abs().max()).item()
+                us, count, names = kernel_us(fn)
+                e2e = do_bench(fn, warmup=100, rep=200, return_mode="median") if "end to end" in name else float("nan")
+                print(f"round {rnd} {m}x{n} {str(dtype)[6:]} {name:38s} kernel {us:7.2f} us = {moved / us / 1e3:5.0f} GB/s"
+                      f"  (end to end {moved / e2e / 1e6:5.0f} GB/s; {count} kernels; diff {err:.1e}) {names}", flush=True)
+            set_kernels(kernels)
