@@ -293,15 +293,16 @@ print(f"E[(x - E[x])^2], float32 {centred:.6f}")
 #
 # * Padding costs. A row of 9216 float16 values sits in a tile 16384 wide:
 #   44 % of the lanes load nothing yet hold registers. For half-precision
-#   rows that a tile would pad, ``FORWARD_PADDED`` overrides the table: 8
-#   warps rather than 16 for rows of 2049 to 4095 and of 4097 to 6656 values,
-#   and for rows of 8193 to 12287 values the looped kernel of the next
-#   section, whose 2048-value steps waste nothing.
+#   rows that a tile would pad, ``FORWARD_PADDED`` overrides the table: one
+#   row per program with 4 warps for rows of 1025 to 1792 values, 8 warps
+#   rather than 16 for rows of 2049 to 4095 and of 4097 to 6656 values, and
+#   for rows of 8193 to 12287 values the looped kernel of the next section,
+#   whose 2048-value steps waste nothing.
 #
 # Here is what it picks for a few row lengths:
 
 print(f"{'N':>7} {'dtype':>9} {'BLOCK_M':>8} {'BLOCK_N':>8} {'warps':>6} {'looped':>7}")
-for n in (128, 768, 1024, 2560, 4096, 4608, 8192, 9216, 16384, 32768, 65536):
+for n in (128, 768, 1024, 1536, 2560, 4096, 4608, 8192, 9216, 16384, 32768, 65536):
     for dtype in (torch.float16, torch.float32):
         cfg = launch.forward_config(n, torch.empty(0, dtype=dtype).element_size())
         print(f"{n:>7} {str(dtype)[6:]:>9} {cfg.block_m:>8} {cfg.block_n:>8} {cfg.num_warps:>6} {cfg.looped!s:>7}")

@@ -88,7 +88,12 @@ FORWARD_LOOPED = ForwardConfig(True, 1, 16384, 32)
 # 4096 x 3072; float32 16384 x 2048 2788 against 2822, within 1 %). Shorter and longer rows
 # lost or did not move (runs 95, 99).
 FORWARD_PREFETCH = {8192: 264}
+# Half-precision rows of 1025 to 1792 values (4 KB padded): one row per program with 4 warps
+# (kernel durations, runs 125-126: 9.9 against 10.9 us at 4096 x 1088, 11.5 against 12.1 at
+# 4096 x 1536, 36.9 against 38.4 at 16384 x 1536, 12.9 against 13.1 at 4096 x 1792). Unpadded
+# 2048-value rows keep the table's two rows and 8 warps (48.6 against 47.8 us at 16384 x 2048).
 FORWARD_PADDED = {
+    4096: [(ForwardConfig(False, 1, 2048, 4), 1792)],
     8192: [(ForwardConfig(False, 2, 4096, 8, FORWARD_PREFETCH[8192]), 4095)],
     16384: [(ForwardConfig(False, 1, 8192, 8), 6656)],
     32768: [(ForwardConfig(True, 1, 2048, 8), 12287)],

@@ -21,6 +21,7 @@ SHAPES = [
     pytest.param((4096, 4096), id="4096x4096", marks=gpu),
     pytest.param((1000, 12345), id="1000x12345", marks=gpu),  # odd, between table rows
     pytest.param((300, 9000), id="300x9000", marks=gpu),  # half precision: a loop rather than padding to 16384
+    pytest.param((777, 1300), id="777x1300", marks=gpu),  # half precision: a padded 4 KB row per program
     pytest.param((64, 65536), id="64x65536", marks=gpu),  # widest fused row
     pytest.param((16, 100003), id="16x100003", marks=gpu),  # looped path, prime N
 ]
@@ -123,6 +124,14 @@ def test_looped_forward_reads_only_the_row():
     x = buf[:, :9000]
     assert launch.forward_config(9000, 8).looped
     torch.testing.assert_close(layer_norm(x, (9000,)), F.layer_norm(x, (9000,)))
+
+
+def test_padded_short_rows_take_their_own_configuration():
+    """Half-precision rows of 1025 to 1792 values take one row per program; 2048-value rows,
+    and float32 rows of the same bytes, keep the table's entry (performance notes, runs 125-126)."""
+    assert launch.forward_config(1025, 2) == launch.forward_config(1792, 2) == launch.ForwardConfig(False, 1, 2048, 4)
+    assert launch.forward_config(1793, 2) == launch.forward_config(2048, 2) == launch.ForwardConfig(False, 2, 2048, 8)
+    assert launch.forward_config(1024, 4) == launch.ForwardConfig(False, 2, 1024, 8)
 
 
 def test_eps_is_used():
