@@ -11,7 +11,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from ab_kernels import time_cases, variant  # noqa: E402
 
-from ln_tutorial import bench, kernels  # noqa: E402
+from ln_tutorial import bench, kernels, launch  # noqa: E402
 
 DX_STORE = "tl.store(DX + rows[:, None] * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)"
 X_LOAD = "x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0)\n    dy = tl.load(DY"
@@ -32,7 +32,7 @@ VARIANTS = {
     "loads_first": variant("loads_first", LOADS_FIRST),
     "dx_cs_loads_first": variant("dx_cs_loads_first", store_hint('cache_modifier=".cs"') + LOADS_FIRST),
 }
-CASES = [("backward", 4096, 32768, [None]), ("backward", 2048, 65536, [None]), ("backward", 8192, 16384, [None])]
+CASES = [("backward", m, n, [launch.backward_config(n, 2)]) for m, n in ((4096, 32768), (2048, 65536), (8192, 16384))]
 print(f"copy {bench.copy_bandwidth():.0f} GB/s", flush=True)
 for rnd in range(3):
     print(f"round {rnd}", flush=True)
