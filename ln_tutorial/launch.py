@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ln_tutorial import kernels
+from ln_tutorial import kernels, kernels_gluon
 
 #: True when Triton runs kernels on the CPU through its interpreter.
 #: Triton reads the variable when kernels are decorated, so it is read once here.
@@ -46,6 +46,7 @@ class ForwardConfig(NamedTuple):
     block_n: int  # power of two covering the row, or the loop step
     num_warps: int
     prefetch_ahead: int = 0  # fused: also bring the rows of program pid + this into L2
+    one_exchange: bool = False  # fused, one row: the Gluon kernel, row sums crossing between warps once
 
 
 class BackwardConfig(NamedTuple):
@@ -92,6 +93,13 @@ FORWARD_PREFETCH = {8192: 264}
 # (kernel durations, runs 125-126: 9.9 against 10.9 us at 4096 x 1088, 11.5 against 12.1 at
 # 4096 x 1536, 36.9 against 38.4 at 16384 x 1536, 12.9 against 13.1 at 4096 x 1792). Unpadded
 # 2048-value rows keep the table's two rows and 8 warps (48.6 against 47.8 us at 16384 x 2048).
+# Half-precision rows held whole by one program of many warps, by padded row bytes: the Gluon
+# kernel, whose warps trade the row sums once, with these warps (run 130, at the launcher: 2839-2845
+# against 2783-2784 GB/s at 4096 x 32768 bfloat16, 2870-2878 against 2806-2815 in float16; 16 warps
+# rather than 8 at 32 KB: 2706 against 2661-2679 at 4096 x 12800, 2785-2791 against 2744-2767 at
+# 15872, 2899-2909 against 2886-2896 at 8192 x 16384). 16 KB rows and less: no gain (16384 x 8192
+# level, 16384 x 4096 1 % slower with one row per program).
+FORWARD_ONE_EXCHANGE = {65536: 32, 32768: 16}
 FORWARD_PADDED = {
     4096: [(ForwardConfig(False, 1, 2048, 4), 1792)],
     8192: [(ForwardConfig(False, 2, 4096, 8, FORWARD_PREFETCH[8192]), 4095)],
@@ -148,6 +156,8 @@ def forward_config(n: int, element_size: int) -> ForwardConfig:
         return padded
     if row_bytes < 2048:  # tiny rows: pack them into ~8 KB tiles
         return ForwardConfig(False, min(64, 8192 // row_bytes), block_n, 4)
+    if element_size == 2 and row_bytes in FORWARD_ONE_EXCHANGE:
+        return ForwardConfig(False, 1, block_n, FORWARD_ONE_EXCHANGE[row_bytes], one_exchange=True)
     block_m, num_warps = FORWARD_TABLE[row_bytes]
     return ForwardConfig(False, block_m, block_n, num_warps, FORWARD_PREFETCH.get(row_bytes, 0))
 
@@ -443,7 +453,11 @@ def _forward_launcher(cfg: ForwardConfig, dtype: torch.dtype) -> Launcher:
     if cfg.looped:
         return _launcher(kernels.layer_norm_fwd_looped_kernel, **meta)
     prefetch_ahead = 0 if INTERPRET or cfg.block_n < 16 else cfg.prefetch_ahead  # the interpreter runs no PTX
-    return _launcher(kernels.layer_norm_fwd_kernel, BLOCK_M=cfg.block_m, PREFETCH_AHEAD=prefetch_ahead, **meta)
+    # The interpreter cannot run Gluon: it runs the Triton kernel, which computes the same function.
+    fused = kernels.layer_norm_fwd_kernel
+    if cfg.one_exchange and not INTERPRET:
+        fused = kernels_gluon.layer_norm_fwd_one_exchange_kernel
+    return _launcher(fused, BLOCK_M=cfg.block_m, PREFETCH_AHEAD=prefetch_ahead, **meta)
 
 
 def layer_norm_backward(

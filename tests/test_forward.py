@@ -22,6 +22,7 @@ SHAPES = [
     pytest.param((1000, 12345), id="1000x12345", marks=gpu),  # odd, between table rows
     pytest.param((300, 9000), id="300x9000", marks=gpu),  # half precision: a loop rather than padding to 16384
     pytest.param((777, 1300), id="777x1300", marks=gpu),  # half precision: a padded 4 KB row per program
+    pytest.param((50, 32768), id="50x32768", marks=gpu),  # half precision: the Gluon kernel, 64 KB rows
     pytest.param((64, 65536), id="64x65536", marks=gpu),  # widest fused row
     pytest.param((16, 100003), id="16x100003", marks=gpu),  # looped path, prime N
 ]
@@ -134,6 +135,15 @@ def test_padded_short_rows_take_their_own_configuration():
     assert launch.forward_config(1024, 4) == launch.ForwardConfig(False, 2, 1024, 8)
 
 
+def test_wide_half_rows_take_the_one_exchange_kernel():
+    """Half-precision rows of 12288 to 32768 values (32 and 64 KB) take the Gluon kernel on a GPU;
+    shorter ones, float32 rows of the same bytes and looped rows do not (performance notes, run 130)."""
+    for n in (12288, 12800, 16384, 20000, 32768):
+        assert launch.forward_config(n, 2).one_exchange, n
+    for n, size in ((12287, 2), (8192, 2), (32769, 2), (16384, 4), (8192, 4)):
+        assert not launch.forward_config(n, size).one_exchange, (n, size)
+
+
 def test_eps_is_used():
     x = torch.randn(4, 16, device=DEVICE) * 1e-3
     for eps in (1e-5, 1.0):
@@ -165,6 +175,33 @@ def test_prefetch_changes_nothing_but_time(shape):
     without = launch.layer_norm_forward(x, weight, bias, 1e-5, config=cfg._replace(prefetch_ahead=0))
     for a, b in zip(with_prefetch, without):
         assert torch.equal(a, b)
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("n", [32768, 12800], ids=["64KB-rows", "padded-32KB-rows"])
+def test_one_exchange_statistics_do_not_cancel(n, dtype):
+    """The Gluon kernel's mean and rstd against float64, on rows where one-pass formulas cancel
+    (a mean of 1000, an outlier of 1e4 in the first column), a constant row and an ordinary one;
+    and its results against the Triton kernel's, and the same bits on a second call."""
+    cfg = launch.forward_config(n, 2)
+    assert cfg.one_exchange
+    x = torch.randn(4, n, device=DEVICE)
+    x[0] += 1000
+    x[1, 0] = 1e4
+    x[2] = 3.0
+    x = x.to(dtype)
+    weight, bias = _params(n, dtype)
+    y, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5, config=cfg)
+    exact = x.double()
+    torch.testing.assert_close(mean.double(), exact.mean(-1), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(rstd.double(), torch.rsqrt(exact.var(-1, unbiased=False) + 1e-5), rtol=1e-5, atol=0)
+    triton_y, triton_mean, triton_rstd = launch.layer_norm_forward(x, weight, bias, 1e-5, config=cfg._replace(one_exchange=False))
+    torch.testing.assert_close(mean, triton_mean, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(rstd, triton_rstd, rtol=1e-5, atol=0)
+    torch.testing.assert_close(y, triton_y)  # the dtype's rounding
+    again = launch.layer_norm_forward(x, weight, bias, 1e-5, config=cfg)
+    assert all(torch.equal(a, b) for a, b in zip((y, mean, rstd), again))
 
 
 @gpu
