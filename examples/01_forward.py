@@ -266,6 +266,7 @@ print(f"E[(x - E[x])^2], float32 {centred:.6f}")
 # ln_tutorial:source ln_tutorial.launch.FORWARD_LOOPED
 # ln_tutorial:source ln_tutorial.launch.FORWARD_PREFETCH
 # ln_tutorial:source ln_tutorial.launch.FORWARD_PADDED
+# ln_tutorial:source ln_tutorial.launch.FORWARD_ONE_EXCHANGE
 # ln_tutorial:source ln_tutorial.launch.forward_config
 
 # %%
@@ -298,6 +299,16 @@ print(f"E[(x - E[x])^2], float32 {centred:.6f}")
 #   rather than 16 for rows of 2049 to 4095 and of 4097 to 6656 values, and
 #   for rows of 8193 to 12287 values the looped kernel of the next section,
 #   whose 2048-value steps waste nothing.
+#
+# * Each ``tl.sum`` over a row spread across warps ends in an exchange between
+#   the warps, through shared memory, and the second sum waits for the first.
+#   With 16 or 32 warps that wait shows. On a GPU, half-precision rows of
+#   12288 to 32768 values therefore take ``FORWARD_ONE_EXCHANGE``: a variant
+#   of this kernel written in Gluon, Triton's lower-level dialect, in which
+#   each warp sums its own columns and the warps trade their sums once
+#   (:mod:`ln_tutorial.kernels_gluon`; the performance notes, run 130, have
+#   the formula and the numbers). Triton's interpreter cannot run Gluon, so on
+#   the CPU these rows take the kernel above, which computes the same function.
 #
 # Here is what it picks for a few row lengths:
 

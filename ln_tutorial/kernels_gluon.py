@@ -38,7 +38,7 @@ def layer_norm_fwd_one_exchange_kernel(
     (``Σ_g x``) and, around the group's mean ``s_g``, ``T_g = Σ (x - s_g)``
     and ``Q_g = Σ (x - s_g)²``. These cross between warps once, into a layout
     where lane ``g`` of every warp holds group ``g``'s values, and each warp
-    adds them up with shuffles: ``mean = Σ_g Σ_g x / N`` and
+    adds them up with shuffles: ``mean = Σ_g Σ_g x / N`` and::
 
         Σ (x - mean)² = Σ_g [Q_g - 2 (mean - s_g) T_g + n_g (mean - s_g)²],
 
