@@ -306,8 +306,8 @@ print(f"E[(x - E[x])^2], float32 {centred:.6f}")
 #   12288 to 32768 values therefore take ``FORWARD_ONE_EXCHANGE``: a variant
 #   of this kernel written in Gluon, Triton's lower-level dialect, in which
 #   each warp sums its own columns and the warps trade their sums once
-#   (:mod:`ln_tutorial.kernels_gluon`; the performance notes, run 130, have
-#   the formula and the numbers). Triton's interpreter cannot run Gluon, so on
+#   (``ln_tutorial/kernels_gluon.py``; the `performance notes
+#   <../performance.html>`_, run 130, have the formula and the numbers). Triton's interpreter cannot run Gluon, so on
 #   the CPU these rows take the kernel above, which computes the same function.
 #
 # Here is what it picks for a few row lengths:
