@@ -302,13 +302,14 @@ print(f"E[(x - E[x])^2], float32 {centred:.6f}")
 #
 # * Each ``tl.sum`` over a row spread across warps ends in an exchange between
 #   the warps, through shared memory, and the second sum waits for the first.
-#   With 16 or 32 warps that wait shows. On a GPU, half-precision rows of
-#   12288 to 32768 values therefore take ``FORWARD_ONE_EXCHANGE``: a variant
-#   of this kernel written in Gluon, Triton's lower-level dialect, in which
-#   each warp sums its own columns and the warps trade their sums once
-#   (``ln_tutorial/kernels_gluon.py``; the `performance notes
-#   <../performance.html>`_, run 130, have the formula and the numbers). Triton's interpreter cannot run Gluon, so on
-#   the CPU these rows take the kernel above, which computes the same function.
+#   With 16 or 32 warps that wait shows. On a GPU, with Triton 3.6 or later,
+#   half-precision rows of 12288 to 32768 values therefore take
+#   ``FORWARD_ONE_EXCHANGE``: a variant of this kernel written in Gluon,
+#   Triton's lower-level dialect, in which each warp sums its own columns and
+#   the warps trade their sums once (``ln_tutorial/kernels_gluon.py``; the
+#   `performance notes <../performance.html>`_, run 130, have the formula and
+#   the numbers). Triton's interpreter cannot run Gluon, so on the CPU these
+#   rows take the kernel above, which computes the same function.
 #
 # Here is what it picks for a few row lengths:
 

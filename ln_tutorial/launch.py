@@ -6,6 +6,7 @@ dimension is contiguous; :mod:`ln_tutorial.function` builds those views.
 
 import functools
 import os
+import re
 import struct
 from typing import NamedTuple, Optional, Sequence, Tuple
 
@@ -13,11 +14,14 @@ import torch
 import triton
 import triton.language as tl
 
-from ln_tutorial import kernels, kernels_gluon
+from ln_tutorial import kernels
 
 #: True when Triton runs kernels on the CPU through its interpreter.
 #: Triton reads the variable when kernels are decorated, so it is read once here.
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+#: True when Triton's Gluon dialect is the one ``kernels_gluon`` is written for (3.6 and later:
+#: Gluon is experimental and changed between releases; 3.5 lacks ``gl.num_warps``).
+GLUON = tuple(map(int, re.match(r"(\d+)\.(\d+)", triton.__version__).groups())) >= (3, 6)
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -156,7 +160,7 @@ def forward_config(n: int, element_size: int) -> ForwardConfig:
         return padded
     if row_bytes < 2048:  # tiny rows: pack them into ~8 KB tiles
         return ForwardConfig(False, min(64, 8192 // row_bytes), block_n, 4)
-    if element_size == 2 and row_bytes in FORWARD_ONE_EXCHANGE:
+    if element_size == 2 and row_bytes in FORWARD_ONE_EXCHANGE and GLUON:
         return ForwardConfig(False, 1, block_n, FORWARD_ONE_EXCHANGE[row_bytes], one_exchange=True)
     block_m, num_warps = FORWARD_TABLE[row_bytes]
     return ForwardConfig(False, block_m, block_n, num_warps, FORWARD_PREFETCH.get(row_bytes, 0))
@@ -456,6 +460,8 @@ def _forward_launcher(cfg: ForwardConfig, dtype: torch.dtype) -> Launcher:
     # The interpreter cannot run Gluon: it runs the Triton kernel, which computes the same function.
     fused = kernels.layer_norm_fwd_kernel
     if cfg.one_exchange and not INTERPRET:
+        from ln_tutorial import kernels_gluon  # only with a Triton whose Gluon it is written for
+
         fused = kernels_gluon.layer_norm_fwd_one_exchange_kernel
     return _launcher(fused, BLOCK_M=cfg.block_m, PREFETCH_AHEAD=prefetch_ahead, **meta)
 
