@@ -93,10 +93,6 @@ FORWARD_LOOPED = ForwardConfig(True, 1, 16384, 32)
 # 4096 x 3072; float32 16384 x 2048 2788 against 2822, within 1 %). Shorter and longer rows
 # lost or did not move (runs 95, 99).
 FORWARD_PREFETCH = {8192: 264}
-# Half-precision rows of 1025 to 1792 values (4 KB padded): one row per program with 4 warps
-# (kernel durations, runs 125-126: 9.9 against 10.9 us at 4096 x 1088, 11.5 against 12.1 at
-# 4096 x 1536, 36.9 against 38.4 at 16384 x 1536, 12.9 against 13.1 at 4096 x 1792). Unpadded
-# 2048-value rows keep the table's two rows and 8 warps (48.6 against 47.8 us at 16384 x 2048).
 # Half-precision rows held whole by one program of many warps, by padded row bytes: the Gluon
 # kernel, whose warps trade the row sums once, with these warps (run 130, at the launcher: 2839-2845
 # against 2783-2784 GB/s at 4096 x 32768 bfloat16, 2870-2878 against 2806-2815 in float16; 16 warps
@@ -104,6 +100,10 @@ FORWARD_PREFETCH = {8192: 264}
 # 15872, 2899-2909 against 2886-2896 at 8192 x 16384). 16 KB rows and less: no gain (16384 x 8192
 # level, 16384 x 4096 1 % slower with one row per program).
 FORWARD_ONE_EXCHANGE = {65536: 32, 32768: 16}
+# Half-precision rows of 1025 to 1792 values (4 KB padded): one row per program with 4 warps
+# (kernel durations, runs 125-126: 9.9 against 10.9 us at 4096 x 1088, 11.5 against 12.1 at
+# 4096 x 1536, 36.9 against 38.4 at 16384 x 1536, 12.9 against 13.1 at 4096 x 1792). Unpadded
+# 2048-value rows keep the table's two rows and 8 warps (48.6 against 47.8 us at 16384 x 2048).
 FORWARD_PADDED = {
     4096: [(ForwardConfig(False, 1, 2048, 4), 1792)],
     8192: [(ForwardConfig(False, 2, 4096, 8, FORWARD_PREFETCH[8192]), 4095)],

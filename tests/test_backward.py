@@ -189,10 +189,21 @@ def test_split_backward(block_m, per_sm, which):
         assert torch.equal(ours, again), name
 
 
-def _plan(m, n, config, has_dw=True, has_db=True):
-    """The deterministic backward's plan for float32 rows on DEVICE (``.reduce is None``: one launch)."""
+def _plan(m, n, config, has_dw=True, has_db=True, dtype=torch.float32):
+    """The deterministic backward's plan for rows on DEVICE (``.reduce is None``: one launch)."""
     device = torch.empty(0, device=DEVICE).get_device()
-    return launch._backward_plan(m, n, torch.float32, device, "deterministic", config, has_dw, has_db)
+    return launch._backward_plan(m, n, dtype, device, "deterministic", config, has_dw, has_db)
+
+
+def _assert_replays_match(graph, captured, eager, replays):
+    """Each replay of ``graph``, its outputs ``captured`` zeroed before, gives ``eager``'s bits."""
+    for _ in range(replays):
+        for t in captured:
+            t.zero_()
+        graph.replay()
+        torch.cuda.synchronize()
+        for a, b in zip(captured, eager):
+            assert torch.equal(a, b)
 
 
 def test_backward_launch_count():
@@ -249,13 +260,7 @@ def test_one_launch_backward_in_a_cuda_graph():
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         captured = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
-    for _ in range(2):
-        for t in captured:
-            t.zero_()
-        graph.replay()
-        torch.cuda.synchronize()
-        for a, b in zip(captured, eager):
-            assert torch.equal(a, b)
+    _assert_replays_match(graph, captured, eager, 2)
 
 
 @gpu
@@ -327,7 +332,7 @@ def test_split_registers_let_its_programs_fit(n, dtype):
     assert cfg.split
     x, dy, weight, bias, mean, rstd = _backward_inputs(m, n, dtype)
     launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
-    plan = launch._backward_plan(m, n, dtype, device, "deterministic", cfg, True, True)
+    plan = _plan(m, n, cfg, dtype=dtype)
     assert plan.main.compiled  # every specialization compiled so far (other tests share the launcher) fits
     for entry in plan.main.compiled.values():
         assert entry[5].n_regs * cfg.num_warps * 32 * cfg.programs_per_sm <= 65536
@@ -368,20 +373,12 @@ def test_split_backward_in_a_cuda_graph():
     replay's records, gives the eager result; so does an eager call on that stream afterwards."""
     m, n = 300, 40000  # bfloat16: rows shared by 10 programs of 4096 columns
     x, dy, weight, bias, mean, rstd = _backward_inputs(m, n, torch.bfloat16)
-    device = x.get_device()
-    assert launch._backward_plan(m, n, x.dtype, device, "deterministic", launch.backward_config(n, 2), True,
-                                 True).reduce is None  # fmt: skip
+    assert _plan(m, n, launch.backward_config(n, 2), dtype=x.dtype).reduce is None
     eager = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
     graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
     with torch.cuda.graph(graph, stream=stream):
         captured = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
-    for _ in range(3):
-        for t in captured:
-            t.zero_()
-        graph.replay()
-        torch.cuda.synchronize()
-        for a, b in zip(captured, eager):
-            assert torch.equal(a, b)
+    _assert_replays_match(graph, captured, eager, 3)
     with torch.cuda.stream(stream):
         after = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
     torch.cuda.synchronize()
