@@ -1,0 +1,128 @@
+"""Run 133, second lease: where the cluster forward's time goes.
+
+The kernel of cluster_forward.py with a row loop (a grid of fewer clusters than rows makes it
+persistent; the trade then alternates between two slots, so one cluster barrier per row is
+enough) and TRADE=False, which skips the exchange and the barriers and normalizes each half by
+its own statistics (wrong on purpose: the cost of the structure without the trade).
+"""
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+_ARRIVE = gl.constexpr("barrier.cluster.arrive.relaxed.aligned;\nmov.u32 $0, 0;")
+# $2, $3: this program's pair; $4: the slot (0 or 1); $5: nonzero on the first row (then wait for
+# the start arrive first: DSMEM may be written once both programs run).
+_TRADE = gl.constexpr("""{
+.shared .align 16 .b32 pairs[4];
+.reg .u32 here, there, rank, tid;
+.reg .pred lead, first;
+setp.ne.u32 first, $5, 0;
+@first barrier.cluster.wait.aligned;
+mov.u32 here, pairs;
+mad.lo.u32 here, $4, 8, here;
+mov.u32 rank, %cluster_ctarank;
+xor.b32 rank, rank, 1;
+mapa.shared::cluster.u32 there, here, rank;
+mov.u32 tid, %tid.x;
+setp.eq.u32 lead, tid, 0;
+@lead st.shared::cluster.v2.f32 [there], {$2, $3};
+barrier.cluster.arrive.release.aligned;
+barrier.cluster.wait.acquire.aligned;
+ld.shared.v2.f32 {$0, $1}, [here];
+}""")
+
+
+@gluon.jit
+def cluster_rows_kernel(
+    X, Y, W, B, MEAN, RSTD,
+    stride_x, stride_y, M, N, eps,
+    BLOCK_N: gl.constexpr,
+    TRADE: gl.constexpr,
+):
+    WARPS: gl.constexpr = gl.num_warps()
+    HALF: gl.constexpr = BLOCK_N // 2
+    GROUP: gl.constexpr = HALF // WARPS
+    VEC: gl.constexpr = 128 // X.dtype.element_ty.primitive_bitwidth
+    tile: gl.constexpr = gl.BlockedLayout([1, VEC], [1, 32], [WARPS, 1], [1, 0])
+    lanes: gl.constexpr = gl.BlockedLayout([1, 2, 2], [32, 1, 1], [WARPS, 1, 1], [2, 1, 0])
+    inv_n = gl.div_rn(gl.full([], 1.0, gl.float32), gl.full([], N, gl.float32))
+
+    if TRADE:
+        gl.inline_asm_elementwise(_ARRIVE, "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+    rank = gl.program_id(0) % 2
+    start = rank * HALF
+    groups = gl.arange(0, WARPS, layout=gl.SliceLayout(1, tile))
+    cols = start + groups[:, None] * GROUP + gl.arange(0, GROUP, layout=gl.SliceLayout(0, tile))[None, :]
+    mask = cols < N
+    n_g = gl.minimum(gl.maximum(N - start - groups * GROUP, 0), GROUP).to(gl.float32)
+    n_lo = gl.minimum(N, HALF).to(gl.float32)
+    n_hi = gl.maximum(N - HALF, 0).to(gl.float32)
+    first_row = gl.program_id(0) // 2
+    for row in range(first_row, M, gl.num_programs(0) // 2):
+        row = row.to(gl.int64)
+        x = gl.load(X + row * stride_x + cols, mask=mask, other=0.0).to(gl.float32)
+        sum_g = gl.sum(x, axis=1)
+        dev = gl.where(mask, x - (sum_g / gl.maximum(n_g, 1.0))[:, None], 0.0)
+        t_g = gl.sum(dev, axis=1)
+        q_g = gl.sum(dev * dev, axis=1)
+        packed = gl.convert_layout(gl.join(gl.join(sum_g, t_g), gl.join(q_g, n_g)), lanes)
+        sums, squares = gl.split(packed)
+        sum_l, t_l = gl.split(sums)
+        q_l, n_l = gl.split(squares)
+        sum_own = gl.sum(sum_l, axis=0)
+        n_own = gl.sum(n_l, axis=0)
+        mean_own = sum_own / gl.maximum(n_own, 1.0)
+        gap = mean_own - sum_l / gl.maximum(n_l, 1.0)
+        m2_own = gl.sum(q_l - 2.0 * gap * t_l + n_l * gap * gap, axis=0)
+        if TRADE:
+            slot = ((row - first_row) // (gl.num_programs(0) // 2) % 2).to(gl.int32)
+            is_first = (row == first_row).to(gl.int32)
+            sum_other, m2_other = gl.inline_asm_elementwise(
+                _TRADE, "=f,=f,f,f,r,r", [sum_own, m2_own, slot, is_first], dtype=(gl.float32, gl.float32),
+                is_pure=False, pack=1)
+            sum_lo = gl.where(rank == 0, sum_own, sum_other)
+            sum_hi = gl.where(rank == 0, sum_other, sum_own)
+            m2_lo = gl.where(rank == 0, m2_own, m2_other)
+            m2_hi = gl.where(rank == 0, m2_other, m2_own)
+            mean = (sum_lo + sum_hi) * inv_n
+            gap_lo = sum_lo / gl.maximum(n_lo, 1.0) - mean
+            gap_hi = sum_hi / gl.maximum(n_hi, 1.0) - mean
+            var = (m2_lo + m2_hi + n_lo * gap_lo * gap_lo + n_hi * gap_hi * gap_hi) * inv_n
+        else:
+            mean = mean_own
+            var = m2_own / gl.maximum(n_own, 1.0)
+        rstd = 1.0 / gl.sqrt(var + eps)
+        y = (x - mean) * rstd
+        y = y * gl.load(W + cols, mask=mask, other=0.0).to(gl.float32)
+        y = y + gl.load(B + cols, mask=mask, other=0.0).to(gl.float32)
+        gl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
+        if rank == 0:
+            gl.store(MEAN + row, mean)
+            gl.store(RSTD + row, rstd)
+
+
+def launch(x, w, b, eps=1e-5, warps=32, clusters=None, trade=True, in_clusters=True):
+    """``clusters`` clusters of two programs (None: one per row); ``in_clusters=False`` launches
+    the same 2 * clusters programs without a cluster (only with ``trade=False``)."""
+    import torch
+    import triton
+
+    m, n = x.shape
+    y = torch.empty_like(x)
+    mean = torch.empty(m, device=x.device, dtype=torch.float32)
+    rstd = torch.empty_like(mean)
+    block_n = triton.next_power_of_2(n)
+    args = (x, y, w, b, mean, rstd, x.stride(0), y.stride(0), m, n, eps)
+    key = (x.dtype, block_n, warps, trade, in_clusters)
+    if key not in _COMPILED:
+        compiled = cluster_rows_kernel.warmup(*args, BLOCK_N=block_n, TRADE=trade, num_warps=warps, grid=(1,))
+        compiled._init_handles()
+        num_warps, _, shared = compiled.packed_metadata
+        compiled.packed_metadata = (num_warps, 2 if in_clusters else 1, shared)
+        _COMPILED[key] = compiled
+    grid = clusters or m
+    _COMPILED[key][(grid if in_clusters else 2 * grid, 1, 1)](*args, block_n, trade)
+    return y, mean, rstd
+
+
+_COMPILED = {}
