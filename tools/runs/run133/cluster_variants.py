@@ -33,11 +33,25 @@ ld.shared.v2.f32 {$0, $1}, [here];
 
 
 @gluon.jit
+def _now():
+    return gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=gl.int64, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _now_after(value):
+    """The time once ``value`` (a float32 scalar) is computed."""
+    return gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,f", [value], dtype=gl.int64, is_pure=False,
+                                     pack=1)
+
+
+@gluon.jit
 def cluster_rows_kernel(
     X, Y, W, B, MEAN, RSTD,
+    TIMES,  # (programs, 5) int64: start, before the trade, after it, end, SM (TRACE only)
     stride_x, stride_y, M, N, eps,
     BLOCK_N: gl.constexpr,
     TRADE: gl.constexpr,
+    TRACE: gl.constexpr,  # one row per cluster only
 ):
     WARPS: gl.constexpr = gl.num_warps()
     HALF: gl.constexpr = BLOCK_N // 2
@@ -47,6 +61,8 @@ def cluster_rows_kernel(
     lanes: gl.constexpr = gl.BlockedLayout([1, 2, 2], [32, 1, 1], [WARPS, 1, 1], [2, 1, 0])
     inv_n = gl.div_rn(gl.full([], 1.0, gl.float32), gl.full([], N, gl.float32))
 
+    if TRACE:
+        gl.store(TIMES + gl.program_id(0) * 5, _now())
     if TRADE:
         gl.inline_asm_elementwise(_ARRIVE, "=r", [], dtype=gl.int32, is_pure=False, pack=1)
     rank = gl.program_id(0) % 2
@@ -74,6 +90,8 @@ def cluster_rows_kernel(
         mean_own = sum_own / gl.maximum(n_own, 1.0)
         gap = mean_own - sum_l / gl.maximum(n_l, 1.0)
         m2_own = gl.sum(q_l - 2.0 * gap * t_l + n_l * gap * gap, axis=0)
+        if TRACE:
+            gl.store(TIMES + gl.program_id(0) * 5 + 1, _now_after(m2_own))  # after the sums
         if TRADE:
             slot = ((row - first_row) // (gl.num_programs(0) // 2) % 2).to(gl.int32)
             is_first = (row == first_row).to(gl.int32)
@@ -92,6 +110,8 @@ def cluster_rows_kernel(
             mean = mean_own
             var = m2_own / gl.maximum(n_own, 1.0)
         rstd = 1.0 / gl.sqrt(var + eps)
+        if TRACE:
+            gl.store(TIMES + gl.program_id(0) * 5 + 2, _now_after(rstd))  # after the trade
         y = (x - mean) * rstd
         y = y * gl.load(W + cols, mask=mask, other=0.0).to(gl.float32)
         y = y + gl.load(B + cols, mask=mask, other=0.0).to(gl.float32)
@@ -99,9 +119,13 @@ def cluster_rows_kernel(
         if rank == 0:
             gl.store(MEAN + row, mean)
             gl.store(RSTD + row, rstd)
+    if TRACE:
+        gl.store(TIMES + gl.program_id(0) * 5 + 3, _now())
+        sm = gl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=gl.int32, is_pure=True, pack=1)
+        gl.store(TIMES + gl.program_id(0) * 5 + 4, sm.to(gl.int64))
 
 
-def launch(x, w, b, eps=1e-5, warps=32, clusters=None, trade=True, in_clusters=True):
+def launch(x, w, b, eps=1e-5, warps=32, clusters=None, trade=True, in_clusters=True, times=None):
     """``clusters`` clusters of two programs (None: one per row); ``in_clusters=False`` launches
     the same 2 * clusters programs without a cluster (only with ``trade=False``)."""
     import torch
@@ -112,16 +136,18 @@ def launch(x, w, b, eps=1e-5, warps=32, clusters=None, trade=True, in_clusters=T
     mean = torch.empty(m, device=x.device, dtype=torch.float32)
     rstd = torch.empty_like(mean)
     block_n = triton.next_power_of_2(n)
-    args = (x, y, w, b, mean, rstd, x.stride(0), y.stride(0), m, n, eps)
-    key = (x.dtype, block_n, warps, trade, in_clusters)
+    trace = times is not None
+    args = (x, y, w, b, mean, rstd, times if trace else mean, x.stride(0), y.stride(0), m, n, eps)
+    key = (x.dtype, block_n, warps, trade, in_clusters, trace)
     if key not in _COMPILED:
-        compiled = cluster_rows_kernel.warmup(*args, BLOCK_N=block_n, TRADE=trade, num_warps=warps, grid=(1,))
+        compiled = cluster_rows_kernel.warmup(*args, BLOCK_N=block_n, TRADE=trade, TRACE=trace, num_warps=warps,
+                                              grid=(1,))
         compiled._init_handles()
         num_warps, _, shared = compiled.packed_metadata
         compiled.packed_metadata = (num_warps, 2 if in_clusters else 1, shared)
         _COMPILED[key] = compiled
     grid = clusters or m
-    _COMPILED[key][(grid if in_clusters else 2 * grid, 1, 1)](*args, block_n, trade)
+    _COMPILED[key][(grid if in_clusters else 2 * grid, 1, 1)](*args, block_n, trade, trace)
     return y, mean, rstd
 
 
