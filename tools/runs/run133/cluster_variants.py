@@ -11,13 +11,15 @@ from triton.experimental.gluon import language as gl
 
 _ARRIVE = gl.constexpr("barrier.cluster.arrive.relaxed.aligned;\nmov.u32 $0, 0;")
 # $2, $3: this program's pair; $4: the slot (0 or 1); $5: nonzero on the first row (then wait for
-# the start arrive first: DSMEM may be written once both programs run).
-_TRADE = gl.constexpr("""{
+# the start arrive first: DSMEM may be written once both programs run). TRADES[k] is TRADE=k's PTX:
+# 1 the trade of cluster_forward.py; 2 a fence by the storing thread and a relaxed arrive instead of a
+# release arrive; 3 the release / acquire barrier alone (no store: wrong results); 4 a relaxed
+# barrier alone; 5 as 1 without the start barrier (no arrive at the start).
+_HEAD = """{
 .shared .align 16 .b32 pairs[4];
 .reg .u32 here, there, rank, tid;
 .reg .pred lead, first;
 setp.ne.u32 first, $5, 0;
-@first barrier.cluster.wait.aligned;
 mov.u32 here, pairs;
 mad.lo.u32 here, $4, 8, here;
 mov.u32 rank, %cluster_ctarank;
@@ -25,11 +27,20 @@ xor.b32 rank, rank, 1;
 mapa.shared::cluster.u32 there, here, rank;
 mov.u32 tid, %tid.x;
 setp.eq.u32 lead, tid, 0;
-@lead st.shared::cluster.v2.f32 [there], {$2, $3};
-barrier.cluster.arrive.release.aligned;
-barrier.cluster.wait.acquire.aligned;
-ld.shared.v2.f32 {$0, $1}, [here];
-}""")
+"""
+_WAIT_START = "@first barrier.cluster.wait.aligned;\n"
+_STORE = "@lead st.shared::cluster.v2.f32 [there], {$2, $3};\n"
+_BARRIER = "barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n"
+_RELAXED = "barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;\n"
+_TAIL = "ld.shared.v2.f32 {$0, $1}, [here];\n}"
+TRADES = gl.constexpr((
+    "",
+    _HEAD + _WAIT_START + _STORE + _BARRIER + _TAIL,
+    _HEAD + _WAIT_START + _STORE + "@lead fence.acq_rel.cluster;\n" + _RELAXED + _TAIL,
+    _HEAD + _WAIT_START + "mov.f32 $0, $2;\nmov.f32 $1, $3;\n" + _BARRIER + "}",
+    _HEAD + _WAIT_START + "mov.f32 $0, $2;\nmov.f32 $1, $3;\n" + _RELAXED + "}",
+    _HEAD + _STORE + _BARRIER + _TAIL,
+))
 
 
 @gluon.jit
@@ -50,7 +61,7 @@ def cluster_rows_kernel(
     TIMES,  # (programs, 5) int64: start, before the trade, after it, end, SM (TRACE only)
     stride_x, stride_y, M, N, eps,
     BLOCK_N: gl.constexpr,
-    TRADE: gl.constexpr,
+    TRADE: gl.constexpr,  # 0: no trade (wrong on purpose), k > 0: TRADES[k]
     TRACE: gl.constexpr,  # one row per cluster only
 ):
     WARPS: gl.constexpr = gl.num_warps()
@@ -63,7 +74,7 @@ def cluster_rows_kernel(
 
     if TRACE:
         gl.store(TIMES + gl.program_id(0) * 5, _now())
-    if TRADE:
+    if TRADE > 0 and TRADE < 5:
         gl.inline_asm_elementwise(_ARRIVE, "=r", [], dtype=gl.int32, is_pure=False, pack=1)
     rank = gl.program_id(0) % 2
     start = rank * HALF
@@ -96,7 +107,7 @@ def cluster_rows_kernel(
             slot = ((row - first_row) // (gl.num_programs(0) // 2) % 2).to(gl.int32)
             is_first = (row == first_row).to(gl.int32)
             sum_other, m2_other = gl.inline_asm_elementwise(
-                _TRADE, "=f,=f,f,f,r,r", [sum_own, m2_own, slot, is_first], dtype=(gl.float32, gl.float32),
+                TRADES[TRADE], "=f,=f,f,f,r,r", [sum_own, m2_own, slot, is_first], dtype=(gl.float32, gl.float32),
                 is_pure=False, pack=1)
             sum_lo = gl.where(rank == 0, sum_own, sum_other)
             sum_hi = gl.where(rank == 0, sum_other, sum_own)

@@ -6,6 +6,7 @@
 import sys
 
 import torch
+from triton.testing import do_bench
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 import cluster_variants as cv  # noqa: E402
@@ -23,7 +24,7 @@ for m, n, warps in [(2048, 65536, 32), (4096, 32768, 16)]:
     x = -2.3 + 0.5 * torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
     w = torch.rand(n, device="cuda", dtype=torch.bfloat16)
     b = torch.rand(n, device="cuda", dtype=torch.bfloat16)
-    for trade in (True, False):
+    for trade in (1, 2, 3, 4, 5, 0):
         times = torch.zeros(2 * m, 5, device="cuda", dtype=torch.int64)
         for _ in range(3):
             cv.launch(x, w, b, 1e-5, warps, trade=trade, times=times)
@@ -39,9 +40,11 @@ for m, n, warps in [(2048, 65536, 32), (4096, 32768, 16)]:
             mine = mine[torch.argsort(mine[:, 0])]
             gaps.append(mine[1:, 0] - mine[:-1, 3])
         gaps = torch.cat(gaps)
-        print(f"{m}x{n} {warps} warps trade={trade}: kernel {t[:, 3].max().item():.1f} us; per program: "
+        print(f"{m}x{n} {warps} warps TRADE={trade}: kernel {t[:, 3].max().item():.1f} us; per program: "
               f"load and sums {q(t[:, 1] - t[:, 0])}, trade {q(t[:, 2] - t[:, 1])}, normalize and store "
               f"{q(t[:, 3] - t[:, 2])}, whole {q(t[:, 3] - t[:, 0])}; partner ready later by "
               f"{q((other_ready - own_ready).clamp_min(0))}; after both ready {q(pair[:, :, 2] - pair[:, :, 1].max(1, keepdim=True).values)}; "
               f"start skew in a cluster {q((pair[:, 0, 0] - pair[:, 1, 0]).abs())}; idle between programs on an SM {q(gaps)}; "
               f"SMs used {sm.unique().numel()}", flush=True)
+        ms = do_bench(lambda: cv.launch(x, w, b, 1e-5, warps, trade=trade), warmup=25, rep=150)
+        print(f"{m}x{n} {warps} warps TRADE={trade}: untraced {4 * m * n / (ms * 1e-3) / 1e9:.0f} GB/s", flush=True)
