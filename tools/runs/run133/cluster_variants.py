@@ -40,7 +40,44 @@ TRADES = gl.constexpr((
     _HEAD + _WAIT_START + "mov.f32 $0, $2;\nmov.f32 $1, $3;\n" + _BARRIER + "}",
     _HEAD + _WAIT_START + "mov.f32 $0, $2;\nmov.f32 $1, $3;\n" + _RELAXED + "}",
     _HEAD + _STORE + _BARRIER + _TAIL,
+    # 6: the pair sent with st.async into the other's shared memory, completing a transaction on its
+    # mbarrier; no barrier after the start one. $6: byte offset of the mbarrier (8 bytes, then the
+    # pair) in the dynamic shared memory, past what Triton uses (the launch adds 16 bytes).
+    """{
+.reg .u32 bar, pair, there_bar, there_pair, rank, tid;
+.reg .pred lead, done;
+mov.u32 bar, global_smem;
+add.u32 bar, bar, $6;
+add.u32 pair, bar, 8;
+mov.u32 rank, %cluster_ctarank;
+xor.b32 rank, rank, 1;
+mapa.shared::cluster.u32 there_bar, bar, rank;
+mapa.shared::cluster.u32 there_pair, pair, rank;
+mov.u32 tid, %tid.x;
+setp.eq.u32 lead, tid, 0;
+barrier.cluster.wait.aligned;
+@lead mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar], 8;
+@lead st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [there_pair], {$2, $3}, [there_bar];
+WAIT:
+mbarrier.try_wait.parity.shared::cta.b64 done, [bar], 0;
+@!done bra WAIT;
+ld.shared.v2.f32 {$0, $1}, [pair];
+}""",
 ))
+# TRADE=6 at the start: thread 0 initializes the mbarrier (one arrival), makes that visible to the
+# cluster, and every thread arrives (relaxed) on the start barrier. $1: the byte offset.
+_INIT = gl.constexpr("""{
+.reg .u32 bar, tid;
+.reg .pred lead;
+mov.u32 bar, global_smem;
+add.u32 bar, bar, $1;
+mov.u32 tid, %tid.x;
+setp.eq.u32 lead, tid, 0;
+@lead mbarrier.init.shared::cta.b64 [bar], 1;
+@lead fence.mbarrier_init.release.cluster;
+barrier.cluster.arrive.relaxed.aligned;
+mov.u32 $0, 0;
+}""")
 
 
 @gluon.jit
@@ -60,6 +97,7 @@ def cluster_rows_kernel(
     X, Y, W, B, MEAN, RSTD,
     TIMES,  # (programs, 5) int64: start, before the trade, after it, end, SM (TRACE only)
     stride_x, stride_y, M, N, eps,
+    smem_offset,  # TRADE=6: where its mbarrier and pair sit in the dynamic shared memory
     BLOCK_N: gl.constexpr,
     TRADE: gl.constexpr,  # 0: no trade (wrong on purpose), k > 0: TRADES[k]
     TRACE: gl.constexpr,  # one row per cluster only
@@ -76,6 +114,8 @@ def cluster_rows_kernel(
         gl.store(TIMES + gl.program_id(0) * 5, _now())
     if TRADE > 0 and TRADE < 5:
         gl.inline_asm_elementwise(_ARRIVE, "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+    if TRADE == 6:
+        gl.inline_asm_elementwise(_INIT, "=r,r", [smem_offset], dtype=gl.int32, is_pure=False, pack=1)
     rank = gl.program_id(0) % 2
     start = rank * HALF
     groups = gl.arange(0, WARPS, layout=gl.SliceLayout(1, tile))
@@ -107,7 +147,8 @@ def cluster_rows_kernel(
             slot = ((row - first_row) // (gl.num_programs(0) // 2) % 2).to(gl.int32)
             is_first = (row == first_row).to(gl.int32)
             sum_other, m2_other = gl.inline_asm_elementwise(
-                TRADES[TRADE], "=f,=f,f,f,r,r", [sum_own, m2_own, slot, is_first], dtype=(gl.float32, gl.float32),
+                TRADES[TRADE], "=f,=f,f,f,r,r,r", [sum_own, m2_own, slot, is_first, smem_offset],
+                dtype=(gl.float32, gl.float32),
                 is_pure=False, pack=1)
             sum_lo = gl.where(rank == 0, sum_own, sum_other)
             sum_hi = gl.where(rank == 0, sum_other, sum_own)
@@ -148,17 +189,19 @@ def launch(x, w, b, eps=1e-5, warps=32, clusters=None, trade=True, in_clusters=T
     rstd = torch.empty_like(mean)
     block_n = triton.next_power_of_2(n)
     trace = times is not None
-    args = (x, y, w, b, mean, rstd, times if trace else mean, x.stride(0), y.stride(0), m, n, eps)
+    args = (x, y, w, b, mean, rstd, times if trace else mean, x.stride(0), y.stride(0), m, n, eps, 16)
     key = (x.dtype, block_n, warps, trade, in_clusters, trace)
     if key not in _COMPILED:
         compiled = cluster_rows_kernel.warmup(*args, BLOCK_N=block_n, TRADE=trade, TRACE=trace, num_warps=warps,
                                               grid=(1,))
         compiled._init_handles()
         num_warps, _, shared = compiled.packed_metadata
-        compiled.packed_metadata = (num_warps, 2 if in_clusters else 1, shared)
-        _COMPILED[key] = compiled
+        offset = (shared + 15) // 16 * 16
+        compiled.packed_metadata = (num_warps, 2 if in_clusters else 1, offset + 16)
+        _COMPILED[key] = compiled, offset
     grid = clusters or m
-    _COMPILED[key][(grid if in_clusters else 2 * grid, 1, 1)](*args, block_n, trade, trace)
+    compiled, offset = _COMPILED[key]
+    compiled[(grid if in_clusters else 2 * grid, 1, 1)](*args[:-1], offset, block_n, trade, trace)
     return y, mean, rstd
 
 
