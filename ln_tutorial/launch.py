@@ -51,6 +51,7 @@ class ForwardConfig(NamedTuple):
     num_warps: int
     prefetch_ahead: int = 0  # fused: also bring the rows of program pid + this into L2
     one_exchange: bool = False  # fused, one row: the Gluon kernel, row sums crossing between warps once
+    cluster: int = 1  # one_exchange: each row shared by the 2 programs of a thread-block cluster (sm_90+)
 
 
 class BackwardConfig(NamedTuple):
@@ -100,6 +101,12 @@ FORWARD_PREFETCH = {8192: 264}
 # 15872, 2899-2909 against 2886-2896 at 8192 x 16384). 16 KB rows and less: no gain (16384 x 8192
 # level, 16384 x 4096 1 % slower with one row per program).
 FORWARD_ONE_EXCHANGE = {65536: 32, 32768: 16}
+# Half-precision rows of 64 to 128 KB (32769 to 65536 values), by padded row bytes: each row shared by
+# the two programs of a thread-block cluster, 32 warps each, trading their halves' sums through each
+# other's shared memory (run 133, at the launcher: 2554-2558 against 2444-2450 GB/s at 2048 x 65536
+# bfloat16, 2536-2537 against 2500-2501 in float16; clusters of 4 or 8 smaller programs were slower).
+# Needs clusters, so sm_90 or later; elsewhere the looped kernel.
+FORWARD_CLUSTER = {131072: 32}
 # Half-precision rows of 1025 to 1792 values (4 KB padded): one row per program with 4 warps
 # (kernel durations, runs 125-126: 9.9 against 10.9 us at 4096 x 1088, 11.5 against 12.1 at
 # 4096 x 1536, 36.9 against 38.4 at 16384 x 1536, 12.9 against 13.1 at 4096 x 1792). Unpadded
@@ -153,6 +160,8 @@ def forward_config(n: int, element_size: int) -> ForwardConfig:
     """Launch configuration of the forward for rows of ``n`` elements."""
     block_n = next_power_of_2(n)
     row_bytes = block_n * element_size
+    if element_size == 2 and row_bytes in FORWARD_CLUSTER and GLUON:
+        return ForwardConfig(False, 1, block_n, FORWARD_CLUSTER[row_bytes], one_exchange=True, cluster=2)
     if row_bytes > MAX_FUSED_FWD_BYTES:
         return FORWARD_LOOPED
     padded = _padded_entry(FORWARD_PADDED, n, row_bytes, element_size)
@@ -273,14 +282,18 @@ class Launcher:
 
     Made once per configuration (``_launcher``), so that a launch hashes only
     what changes from call to call: the device and the arguments' specialization.
+    With ``cluster`` > 1 each program of the grid is a cluster of that many
+    programs (Triton's launcher multiplies the grid's first axis and asks the
+    driver for the clusters); the kernel is compiled for one program.
     """
 
-    def __init__(self, kernel, meta: dict):
-        self.kernel, self.meta = kernel, meta
+    def __init__(self, kernel, meta: dict, cluster: int = 1):
+        self.kernel, self.meta, self.cluster = kernel, meta, cluster
         self.compiled: dict = {}  # (device, *specialization) -> what the direct launch needs
 
     def __call__(self, grid: Tuple[int, ...], *args) -> None:
-        if INTERPRET or _hooks_installed():
+        # Triton's own launch runs the hooks, but knows nothing of clusters compiled for one program.
+        if INTERPRET or (_hooks_installed() and self.cluster == 1):
             self.kernel[grid](*args, **self.meta)
             return
         device = args[0].get_device()  # every kernel's first argument is a tensor
@@ -318,7 +331,9 @@ class Launcher:
             compiled = self.kernel.warmup(*args, grid=(1,), **self.meta)  # compiles without launching
             constexprs = tuple(self.meta[name] for name in self.kernel.arg_names[len(args) :])
             kinds = _argument_kinds(compiled, len(args))
-            entry = (compiled.run, compiled.function, compiled.packed_metadata, constexprs, kinds, compiled)
+            num_warps, _, shared = compiled.packed_metadata  # (warps, programs per cluster, shared memory)
+            packed_metadata = (num_warps, self.cluster, shared)
+            entry = (compiled.run, compiled.function, packed_metadata, constexprs, kinds, compiled)
             self.compiled[key] = entry
         return entry, values
 
@@ -341,11 +356,12 @@ def _argument_kinds(compiled, count: int) -> str:
 _launchers: dict = {}
 
 
-def _launcher(kernel, **meta) -> Launcher:
-    """The one ``Launcher`` of ``kernel`` with compile-time arguments ``meta``."""
-    key = (kernel, *meta.items())
+def _launcher(kernel, cluster: int = 1, **meta) -> Launcher:
+    """The one ``Launcher`` of ``kernel`` with compile-time arguments ``meta``, launched in clusters
+    of ``cluster`` programs along the grid's first axis."""
+    key = (kernel, cluster, *meta.items())
     if key not in _launchers:
-        _launchers[key] = Launcher(kernel, meta)
+        _launchers[key] = Launcher(kernel, meta, cluster)
     return _launchers[key]
 
 
@@ -441,6 +457,8 @@ def layer_norm_forward(
     if m == 0 or n == 0:
         return y, mean, rstd
     cfg = config or forward_config(n, x.element_size())
+    if cfg.cluster > 1 and not INTERPRET and x.is_cuda and not _has_clusters(x.get_device()):
+        cfg = FORWARD_LOOPED
     kernel = _forward_launcher(cfg, x.dtype)
     tensors = (x, y, weight, bias, mean, rstd)
     if cfg.looped:  # one row per program
@@ -458,12 +476,22 @@ def _forward_launcher(cfg: ForwardConfig, dtype: torch.dtype) -> Launcher:
         return _launcher(kernels.layer_norm_fwd_looped_kernel, **meta)
     prefetch_ahead = 0 if INTERPRET or cfg.block_n < 16 else cfg.prefetch_ahead  # the interpreter runs no PTX
     # The interpreter cannot run Gluon: it runs the Triton kernel, which computes the same function.
-    fused = kernels.layer_norm_fwd_kernel
-    if cfg.one_exchange and not INTERPRET:
-        from ln_tutorial import kernels_gluon  # only with a Triton whose Gluon it is written for
+    # The interpreter has no clusters either: there each program takes a whole row.
+    if not cfg.one_exchange or INTERPRET:
+        return _launcher(kernels.layer_norm_fwd_kernel, BLOCK_M=cfg.block_m, PREFETCH_AHEAD=prefetch_ahead, **meta)
+    from ln_tutorial import kernels_gluon  # only with a Triton whose Gluon it is written for
 
+    if cfg.cluster > 1:
+        fused = kernels_gluon.layer_norm_fwd_cluster_kernel
+    else:
         fused = kernels_gluon.layer_norm_fwd_one_exchange_kernel
-    return _launcher(fused, BLOCK_M=cfg.block_m, PREFETCH_AHEAD=prefetch_ahead, **meta)
+    return _launcher(fused, cluster=cfg.cluster, BLOCK_M=cfg.block_m, PREFETCH_AHEAD=prefetch_ahead, **meta)
+
+
+@functools.lru_cache(maxsize=None)
+def _has_clusters(device: int) -> bool:
+    """Whether CUDA device ``device`` launches thread-block clusters (compute capability 9.0 or later)."""
+    return torch.cuda.get_device_capability(device) >= (9, 0)
 
 
 def layer_norm_backward(

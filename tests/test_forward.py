@@ -140,9 +140,32 @@ def test_wide_half_rows_take_the_one_exchange_kernel():
     shorter ones, float32 rows of the same bytes and looped rows do not (performance notes, run 130).
     A Triton older than 3.6 has another Gluon: there the Triton kernel takes every row."""
     for n in (12288, 12800, 16384, 20000, 32768):
-        assert launch.forward_config(n, 2).one_exchange == launch.GLUON, n
-    for n, size in ((12287, 2), (8192, 2), (32769, 2), (16384, 4), (8192, 4)):
+        cfg = launch.forward_config(n, 2)
+        assert cfg.one_exchange == launch.GLUON and cfg.cluster == 1, n
+    for n, size in ((12287, 2), (8192, 2), (65537, 2), (16384, 4), (8192, 4), (32768, 4)):
         assert not launch.forward_config(n, size).one_exchange, (n, size)
+
+
+def test_rows_of_64_to_128_KB_are_shared_by_a_cluster():
+    """Half-precision rows of 32769 to 65536 values take two programs of a cluster (run 133);
+    wider ones, and float32 rows of the same bytes, loop."""
+    for n in (32769, 40000, 65536):
+        cfg = launch.forward_config(n, 2)
+        assert (cfg.one_exchange, cfg.cluster) == ((True, 2) if launch.GLUON else (False, 1)), n
+    assert launch.forward_config(65537, 2) == launch.forward_config(32768, 4) == launch.FORWARD_LOOPED
+
+
+def test_cluster_configuration_computes_the_row():
+    """Where the cluster kernel cannot run (the interpreter) the configuration still normalizes
+    each row, one program per row; on a GPU this is the cluster kernel itself."""
+    n = 32770  # one value past half of the tile: the second program holds two columns
+    x = (torch.randn(3, n, device=DEVICE) * 2 + 50).to(torch.float16)
+    weight, bias = _params(n, torch.float16)
+    y, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5, config=launch.forward_config(n, 2))
+    exact = x.double()
+    torch.testing.assert_close(mean.double(), exact.mean(-1), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(rstd.double(), torch.rsqrt(exact.var(-1, unbiased=False) + 1e-5), rtol=1e-5, atol=0)
+    torch.testing.assert_close(y, F.layer_norm(x.float(), (n,), weight.float(), bias.float()).half(), atol=4e-3, rtol=4e-3)
 
 
 def test_eps_is_used():
@@ -204,6 +227,64 @@ def test_one_exchange_statistics_do_not_cancel(n, dtype):
     torch.testing.assert_close(y, triton_y)  # the dtype's rounding
     again = launch.layer_norm_forward(x, weight, bias, 1e-5, config=cfg)
     assert all(torch.equal(a, b) for a, b in zip((y, mean, rstd), again))
+
+
+def _needs_clusters():
+    return pytest.mark.skipif(
+        not launch.GLUON or not ON_GPU or torch.cuda.get_device_capability() < (9, 0),
+        reason="the cluster kernel needs Triton 3.6 or later and a GPU of compute capability 9.0 or later",
+    )
+
+
+@gpu
+@_needs_clusters()
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("n", [65536, 40000, 32769], ids=["128KB-rows", "padded", "one-value-in-the-second-half"])
+def test_cluster_kernel_against_float64_and_the_looped_kernel(n, dtype):
+    """The cluster kernel's mean and rstd against float64, on rows where one-pass formulas cancel
+    (a mean of 1000, an outlier of 1e4 in the first column, in the second half), a constant row and
+    ordinary ones; its results against the looped kernel's; the same bits on a second call."""
+    cfg = launch.forward_config(n, 2)
+    assert cfg.cluster == 2
+    x = torch.randn(300, n, device=DEVICE)
+    x[0] += 1000
+    x[1, 0] = 1e4
+    x[2, -1] = -1e4
+    x[3] = 3.0
+    x = x.to(dtype)
+    weight, bias = _params(n, dtype)
+    y, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5, config=cfg)
+    exact = x.double()
+    torch.testing.assert_close(mean.double(), exact.mean(-1), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(rstd.double(), torch.rsqrt(exact.var(-1, unbiased=False) + 1e-5), rtol=1e-5, atol=0)
+    looped_y, looped_mean, looped_rstd = launch.layer_norm_forward(x, weight, bias, 1e-5, config=launch.FORWARD_LOOPED)
+    torch.testing.assert_close(mean, looped_mean, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(rstd, looped_rstd, rtol=1e-5, atol=0)
+    torch.testing.assert_close(y, looped_y)  # the dtype's rounding
+    again = launch.layer_norm_forward(x, weight, bias, 1e-5, config=cfg)
+    assert all(torch.equal(a, b) for a, b in zip((y, mean, rstd), again))
+
+
+@gpu
+@_needs_clusters()
+def test_cluster_kernel_without_affine_parameters_and_with_a_hook(monkeypatch):
+    """No weight and no bias; a launch hook installed (Triton's own launch knows nothing of the
+    clusters, so the direct launch still takes the kernel); a GPU without clusters loops instead."""
+    import triton
+
+    n = 65536
+    x = torch.randn(40, n, device=DEVICE, dtype=torch.bfloat16) * 2 - 1
+    y = layer_norm(x, (n,))
+    torch.testing.assert_close(y, F.layer_norm(x, (n,)))
+    record = lambda metadata: None  # noqa: E731
+    triton.knobs.runtime.launch_enter_hook.add(record)
+    try:
+        assert torch.equal(layer_norm(x, (n,)), y)
+    finally:
+        triton.knobs.runtime.launch_enter_hook.remove(record)
+    monkeypatch.setattr(launch, "_has_clusters", lambda device: False)
+    looped = launch.layer_norm_forward(x, None, None, 1e-5, config=launch.FORWARD_LOOPED)
+    assert all(torch.equal(a, b) for a, b in zip(launch.layer_norm_forward(x, None, None, 1e-5), looped))
 
 
 @gpu
