@@ -101,10 +101,11 @@ FORWARD_PREFETCH = {8192: 264}
 # 15872, 2899-2909 against 2886-2896 at 8192 x 16384). 16 KB rows and less: no gain (16384 x 8192
 # level, 16384 x 4096 1 % slower with one row per program).
 FORWARD_ONE_EXCHANGE = {65536: 32, 32768: 16}
-# Half-precision rows of 64 to 128 KB (32769 to 65536 values), by padded row bytes: each row shared by
-# the two programs of a thread-block cluster, 32 warps each, trading their halves' sums through each
-# other's shared memory (run 133, at the launcher: 2554-2558 against 2444-2450 GB/s at 2048 x 65536
-# bfloat16, 2536-2537 against 2500-2501 in float16; clusters of 4 or 8 smaller programs were slower).
+# Half-precision rows of exactly 65536 values (128 KB), by row bytes: each row shared by the two
+# programs of a thread-block cluster, 32 warps each, trading their halves' sums through each other's
+# shared memory (runs 133-134, at the launcher: 2508-2558 against 2432-2450 GB/s at 2048 x 65536
+# bfloat16, 2536-2568 against 2500-2501 in float16; clusters of 4 or 8 smaller programs were slower).
+# Padded rows loop: the second half idles (1934-1937 against 2145-2167 GB/s at 4096 x 40000).
 # Needs clusters, so sm_90 or later; elsewhere the looped kernel.
 FORWARD_CLUSTER = {131072: 32}
 # Half-precision rows of 1025 to 1792 values (4 KB padded): one row per program with 4 warps
@@ -160,7 +161,7 @@ def forward_config(n: int, element_size: int) -> ForwardConfig:
     """Launch configuration of the forward for rows of ``n`` elements."""
     block_n = next_power_of_2(n)
     row_bytes = block_n * element_size
-    if element_size == 2 and row_bytes in FORWARD_CLUSTER and GLUON:
+    if element_size == 2 and n == block_n and row_bytes in FORWARD_CLUSTER and GLUON:
         return ForwardConfig(False, 1, block_n, FORWARD_CLUSTER[row_bytes], one_exchange=True, cluster=2)
     if row_bytes > MAX_FUSED_FWD_BYTES:
         return FORWARD_LOOPED

@@ -146,22 +146,23 @@ def test_wide_half_rows_take_the_one_exchange_kernel():
         assert not launch.forward_config(n, size).one_exchange, (n, size)
 
 
-def test_rows_of_64_to_128_KB_are_shared_by_a_cluster():
-    """Half-precision rows of 32769 to 65536 values take two programs of a cluster (run 133);
-    wider ones, and float32 rows of the same bytes, loop."""
-    for n in (32769, 40000, 65536):
-        cfg = launch.forward_config(n, 2)
-        assert (cfg.one_exchange, cfg.cluster) == ((True, 2) if launch.GLUON else (False, 1)), n
-    assert launch.forward_config(65537, 2) == launch.forward_config(32768, 4) == launch.FORWARD_LOOPED
+def test_rows_of_128_KB_are_shared_by_a_cluster():
+    """Half-precision rows of exactly 65536 values take two programs of a cluster (runs 133-134);
+    padded ones (slower there), wider ones and float32 rows of the same bytes loop."""
+    cfg = launch.forward_config(65536, 2)
+    assert (cfg.one_exchange, cfg.cluster) == ((True, 2) if launch.GLUON else (False, 1))
+    for n, size in ((32769, 2), (40000, 2), (65535, 2), (65537, 2), (32768, 4)):
+        assert launch.forward_config(n, size) == launch.FORWARD_LOOPED, (n, size)
 
 
 def test_cluster_configuration_computes_the_row():
-    """Where the cluster kernel cannot run (the interpreter) the configuration still normalizes
-    each row, one program per row; on a GPU this is the cluster kernel itself."""
+    """Where the cluster kernel cannot run (the interpreter) its configuration still normalizes
+    each row, one program per row; on a GPU this is the cluster kernel itself, here given a
+    padded row (the table gives it only 65536 values)."""
     n = 32770  # one value past half of the tile: the second program holds two columns
     x = (torch.randn(3, n, device=DEVICE) * 2 + 50).to(torch.float16)
     weight, bias = _params(n, torch.float16)
-    y, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5, config=launch.forward_config(n, 2))
+    y, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5, config=launch.forward_config(65536, 2))
     exact = x.double()
     torch.testing.assert_close(mean.double(), exact.mean(-1), rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(rstd.double(), torch.rsqrt(exact.var(-1, unbiased=False) + 1e-5), rtol=1e-5, atol=0)
@@ -243,8 +244,9 @@ def _needs_clusters():
 def test_cluster_kernel_against_float64_and_the_looped_kernel(n, dtype):
     """The cluster kernel's mean and rstd against float64, on rows where one-pass formulas cancel
     (a mean of 1000, an outlier of 1e4 in the first column, in the second half), a constant row and
-    ordinary ones; its results against the looped kernel's; the same bits on a second call."""
-    cfg = launch.forward_config(n, 2)
+    ordinary ones; its results against the looped kernel's; the same bits on a second call.
+    Padded rows (which the table loops) check its masks."""
+    cfg = launch.forward_config(65536, 2)
     assert cfg.cluster == 2
     x = torch.randn(300, n, device=DEVICE)
     x[0] += 1000
