@@ -262,7 +262,10 @@ def test_cluster_kernel_against_float64_and_the_looped_kernel(n, dtype):
     looped_y, looped_mean, looped_rstd = launch.layer_norm_forward(x, weight, bias, 1e-5, config=launch.FORWARD_LOOPED)
     torch.testing.assert_close(mean, looped_mean, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(rstd, looped_rstd, rtol=1e-5, atol=0)
-    torch.testing.assert_close(y, looped_y)  # the dtype's rounding
+    # y: at most twice the looped kernel's error against float64 (rows near 1000 in half precision
+    # hold a few representable values, so a last-bit change in the mean moves many y by an ulp)
+    exact_y = layer_norm_reference(exact, (n,), weight.double(), bias.double())
+    assert (y.double() - exact_y).abs().max() <= 2 * (looped_y.double() - exact_y).abs().max()
     again = launch.layer_norm_forward(x, weight, bias, 1e-5, config=cfg)
     assert all(torch.equal(a, b) for a, b in zip((y, mean, rstd), again))
 
