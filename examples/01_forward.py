@@ -311,6 +311,13 @@ print(f"E[(x - E[x])^2], float32 {centred:.6f}")
 #   the numbers). Triton's interpreter cannot run Gluon, so on the CPU these
 #   rows take the kernel above, which computes the same function.
 #
+# * A row of 65536 half-precision values (128 KB) is too much for one program
+#   to hold in registers. On a Hopper GPU two programs of a thread-block
+#   cluster hold half of it each and trade their halves' sums once, through
+#   each other's shared memory (``layer_norm_fwd_cluster_kernel`` in the same
+#   file; the performance notes, run 133, measure it). Other GPUs and other
+#   wide rows take the looped kernel of the next section.
+#
 # Here is what it picks for a few row lengths:
 
 print(f"{'N':>7} {'dtype':>9} {'BLOCK_M':>8} {'BLOCK_N':>8} {'warps':>6} {'looped':>7}")
