@@ -3,7 +3,7 @@
 Gluon kernels choose their own data layouts. The two here are the fused forward
 (``kernels.layer_norm_fwd_kernel``) for wide half-precision rows, with the row
 statistics crossing between warps once instead of twice (performance notes, run
-130), and the same for rows of 64 to 128 KB held by the two programs of a
+130), and the same for rows of 128 KB held by the two programs of a
 thread-block cluster, which trade their halves' statistics through each other's
 shared memory (Hopper or later; run 133). Both take exactly the fused kernel's
 arguments, so the launchers launch either (the cluster kernel in clusters of two
