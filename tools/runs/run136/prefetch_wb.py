@@ -28,10 +28,10 @@ VECTORS = '''
 '''
 TRADE = "    sum_0, m2_0, sum_1, m2_1 = gl.inline_asm_elementwise(\n        _CLUSTER_TRADE,"
 LOADED = "    x = gl.load(X + row * stride_x + cols, mask=mask, other=0.0).to(COMPUTE)\n\n    n_g = gl.minimum(gl.maximum(N - start"
-START = "    x = gl.load(X + row * stride_x + cols, mask=mask, other=0.0).to(COMPUTE)\n"
+START = "    cols = start + groups[:, None] * GROUP + gl.arange(0, GROUP, layout=gl.SliceLayout(0, tile))[None, :]\n"
 VARIANTS = {
     "before the trade": [(TRADE, VECTORS + PREFETCH + TRADE)],
-    "before the x loads": [(START, VECTORS + PREFETCH + START)],
+    "before the x loads": [(START, START + VECTORS + PREFETCH)],
     "after the x loads": [(LOADED, LOADED.split("\n\n")[0] + "\n" + VECTORS + PREFETCH + "\n    n_g = gl.minimum(gl.maximum(N - start")],
 }
 VARIANTS = {name: VARIANTS[name] for name in sys.argv[1:]} if sys.argv[1:] else VARIANTS
