@@ -104,7 +104,8 @@ FORWARD_ONE_EXCHANGE = {65536: 32, 32768: 16}
 # Half-precision rows of exactly 65536 values (128 KB), by row bytes: each row shared by the two
 # programs of a thread-block cluster, 32 warps each, trading their halves' sums through each other's
 # shared memory (runs 133-134, at the launcher: 2508-2558 against 2432-2450 GB/s at 2048 x 65536
-# bfloat16, 2536-2568 against 2500-2501 in float16; clusters of 4 or 8 smaller programs were slower).
+# bfloat16, 2536-2568 against 2500-2501 in float16; clusters of 4 or 8 smaller programs were slower;
+# with w and b prefetched into L1, run 136, 2559-2603 in bfloat16).
 # Padded rows loop: the second half idles (1934-1937 against 2145-2167 GB/s at 4096 x 40000).
 # Needs clusters, so sm_90 or later; elsewhere the looped kernel.
 FORWARD_CLUSTER = {131072: 32}
