@@ -28,6 +28,22 @@ SHAPES = [
 ]
 
 
+def _cancelling_rows(m, n, dtype):
+    """``m`` rows where one-pass variance formulas cancel: a mean of 1000 (row 0), an outlier of
+    1e4 in the first column (row 1), a constant row (row 2); the rest ordinary."""
+    x = torch.randn(m, n, device=DEVICE)
+    x[0] += 1000
+    x[1, 0] = 1e4
+    x[2] = 3.0
+    return x.to(dtype)
+
+
+def _assert_statistics_match_float64(x, mean, rstd):
+    exact = x.double()
+    torch.testing.assert_close(mean.double(), exact.mean(-1), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(rstd.double(), torch.rsqrt(exact.var(-1, unbiased=False) + 1e-5), rtol=1e-5, atol=0)
+
+
 def _params(n, dtype, affine="both"):
     weight = torch.randn(n, device=DEVICE, dtype=dtype) if affine in ("both", "weight") else None
     bias = torch.randn(n, device=DEVICE, dtype=dtype) if affine in ("both", "bias") else None
@@ -163,9 +179,7 @@ def test_cluster_configuration_computes_the_row():
     x = (torch.randn(3, n, device=DEVICE) * 2 + 50).to(torch.float16)
     weight, bias = _params(n, torch.float16)
     y, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5, config=launch.forward_config(65536, 2))
-    exact = x.double()
-    torch.testing.assert_close(mean.double(), exact.mean(-1), rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(rstd.double(), torch.rsqrt(exact.var(-1, unbiased=False) + 1e-5), rtol=1e-5, atol=0)
+    _assert_statistics_match_float64(x, mean, rstd)
     torch.testing.assert_close(y, F.layer_norm(x.float(), (n,), weight.float(), bias.float()).half(), atol=4e-3, rtol=4e-3)
 
 
@@ -212,16 +226,10 @@ def test_one_exchange_statistics_do_not_cancel(n, dtype):
     and its results against the Triton kernel's, and the same bits on a second call."""
     cfg = launch.forward_config(n, 2)
     assert cfg.one_exchange
-    x = torch.randn(4, n, device=DEVICE)
-    x[0] += 1000
-    x[1, 0] = 1e4
-    x[2] = 3.0
-    x = x.to(dtype)
+    x = _cancelling_rows(4, n, dtype)
     weight, bias = _params(n, dtype)
     y, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5, config=cfg)
-    exact = x.double()
-    torch.testing.assert_close(mean.double(), exact.mean(-1), rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(rstd.double(), torch.rsqrt(exact.var(-1, unbiased=False) + 1e-5), rtol=1e-5, atol=0)
+    _assert_statistics_match_float64(x, mean, rstd)
     triton_y, triton_mean, triton_rstd = launch.layer_norm_forward(x, weight, bias, 1e-5, config=cfg._replace(one_exchange=False))
     torch.testing.assert_close(mean, triton_mean, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(rstd, triton_rstd, rtol=1e-5, atol=0)
@@ -230,15 +238,14 @@ def test_one_exchange_statistics_do_not_cancel(n, dtype):
     assert all(torch.equal(a, b) for a, b in zip((y, mean, rstd), again))
 
 
-def _needs_clusters():
-    return pytest.mark.skipif(
-        not launch.GLUON or not ON_GPU or torch.cuda.get_device_capability() < (9, 0),
-        reason="the cluster kernel needs Triton 3.6 or later and a GPU of compute capability 9.0 or later",
-    )
+needs_clusters = pytest.mark.skipif(
+    not launch.GLUON or not ON_GPU or torch.cuda.get_device_capability() < (9, 0),
+    reason="the cluster kernel needs Triton 3.6 or later and a GPU of compute capability 9.0 or later",
+)
 
 
 @gpu
-@_needs_clusters()
+@needs_clusters
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("n", [65536, 40000, 32769], ids=["128KB-rows", "padded", "one-value-in-the-second-half"])
 def test_cluster_kernel_against_float64_and_the_looped_kernel(n, dtype):
@@ -248,30 +255,24 @@ def test_cluster_kernel_against_float64_and_the_looped_kernel(n, dtype):
     Padded rows (which the table loops) check its masks."""
     cfg = launch.forward_config(65536, 2)
     assert cfg.cluster == 2
-    x = torch.randn(300, n, device=DEVICE)
-    x[0] += 1000
-    x[1, 0] = 1e4
-    x[2, -1] = -1e4
-    x[3] = 3.0
-    x = x.to(dtype)
+    x = _cancelling_rows(300, n, dtype)
+    x[3, -1] = -1e4  # an outlier in the second half too
     weight, bias = _params(n, dtype)
     y, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5, config=cfg)
-    exact = x.double()
-    torch.testing.assert_close(mean.double(), exact.mean(-1), rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(rstd.double(), torch.rsqrt(exact.var(-1, unbiased=False) + 1e-5), rtol=1e-5, atol=0)
+    _assert_statistics_match_float64(x, mean, rstd)
     looped_y, looped_mean, looped_rstd = launch.layer_norm_forward(x, weight, bias, 1e-5, config=launch.FORWARD_LOOPED)
     torch.testing.assert_close(mean, looped_mean, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(rstd, looped_rstd, rtol=1e-5, atol=0)
     # y: at most twice the looped kernel's error against float64 (rows near 1000 in half precision
     # hold a few representable values, so a last-bit change in the mean moves many y by an ulp)
-    exact_y = layer_norm_reference(exact, (n,), weight.double(), bias.double())
+    exact_y = layer_norm_reference(x.double(), (n,), weight.double(), bias.double())
     assert (y.double() - exact_y).abs().max() <= 2 * (looped_y.double() - exact_y).abs().max()
     again = launch.layer_norm_forward(x, weight, bias, 1e-5, config=cfg)
     assert all(torch.equal(a, b) for a, b in zip((y, mean, rstd), again))
 
 
 @gpu
-@_needs_clusters()
+@needs_clusters
 def test_cluster_kernel_without_affine_parameters_and_with_a_hook(monkeypatch):
     """No weight and no bias; a launch hook installed (Triton's own launch knows nothing of the
     clusters, so the direct launch still takes the kernel); a GPU without clusters loops instead."""
