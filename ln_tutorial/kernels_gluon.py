@@ -33,6 +33,7 @@ def layer_norm_fwd_one_exchange_kernel(
     BLOCK_N: gl.constexpr,  # power of two >= N, at least 32 values per warp
     COMPUTE: gl.constexpr,  # accumulation dtype: float32
     PREFETCH_AHEAD: gl.constexpr,  # 0 (the fused kernel's option, not offered here)
+    TAIL_N: gl.constexpr,  # 0, or a second tile's width (power of two) for the columns past BLOCK_N
 ):
     """One program normalizes one row held in registers, its warps trading the row sums once.
 
@@ -48,30 +49,59 @@ def layer_norm_fwd_one_exchange_kernel(
     with ``n_g`` the group's columns inside the row. ``Q_g`` and
     ``n_g (mean - s_g)²`` are never negative and ``T_g`` is rounding, so
     nothing cancels, whatever the mean.
+
+    With ``TAIL_N`` > 0 the row is two tiles, ``BLOCK_N`` columns and then
+    ``TAIL_N`` (9728 = 8192 + 2048, of which 1536 are the row's), so a padded
+    row idles fewer lanes than in one tile of the next power of two; warp
+    ``g``'s group is its part of both tiles.
     """
     gl.static_assert(BLOCK_M == 1)
     gl.static_assert(PREFETCH_AHEAD == 0)
     WARPS: gl.constexpr = gl.num_warps()
-    GROUP: gl.constexpr = BLOCK_N // WARPS
     VEC: gl.constexpr = 128 // X.dtype.element_ty.primitive_bitwidth  # values per 16-byte access
-    tile: gl.constexpr = gl.BlockedLayout([1, VEC], [1, 32], [WARPS, 1], [1, 0])  # (group, column)
     lanes: gl.constexpr = gl.BlockedLayout([1, 2, 2], [32, 1, 1], [WARPS, 1, 1], [2, 1, 0])
     inv_n = gl.div_rn(gl.full([], 1.0, COMPUTE), gl.full([], N, COMPUTE))
 
     row = gl.program_id(0).to(gl.int64)
-    groups = gl.arange(0, WARPS, layout=gl.SliceLayout(1, tile))
-    cols = groups[:, None] * GROUP + gl.arange(0, GROUP, layout=gl.SliceLayout(0, tile))[None, :]
-    mask = cols < N
-    x = gl.load(X + row * stride_x + cols, mask=mask, other=0.0).to(COMPUTE)
-
-    n_g = gl.minimum(gl.maximum(N - groups * GROUP, 0), GROUP).to(COMPUTE)
-    sum_l, t_l, q_l, n_l = _exchanged_group_sums(x, mask, n_g, lanes)
+    x, cols, mask, n_g = _load_tile(X + row * stride_x, 0, N, BLOCK_N, VEC, WARPS, COMPUTE)
+    sum_g = gl.sum(x, axis=1)  # inside each warp
+    if TAIL_N > 0:
+        gl.static_assert(TAIL_N >= 32 * WARPS)  # every lane holds at least one of the tail's columns
+        TAIL_VEC: gl.constexpr = VEC if TAIL_N >= 32 * WARPS * VEC else TAIL_N // (32 * WARPS)
+        x_tail, cols_tail, mask_tail, n_tail = _load_tile(X + row * stride_x, BLOCK_N, N, TAIL_N, TAIL_VEC, WARPS, COMPUTE)
+        sum_g += gl.convert_layout(gl.sum(x_tail, axis=1), sum_g.type.layout)
+        n_g += gl.convert_layout(n_tail, n_g.type.layout)
+    center_g = sum_g / gl.maximum(n_g, 1.0)  # the group's mean s_g
+    t_g, q_g = _deviation_sums(x, mask, center_g)
+    if TAIL_N > 0:
+        t_tail, q_tail = _deviation_sums(x_tail, mask_tail, gl.convert_layout(center_g, n_tail.type.layout))
+        t_g += gl.convert_layout(t_tail, t_g.type.layout)
+        q_g += gl.convert_layout(q_tail, q_g.type.layout)
+    sum_l, t_l, q_l, n_l = _exchange(sum_g, t_g, q_g, n_g, lanes)
     mean = gl.sum(sum_l, axis=0) * inv_n  # inside each warp
     var = _square_sum_around(mean, sum_l, t_l, q_l, n_l) * inv_n
     rstd = 1.0 / gl.sqrt(var + eps + eps_lo)
     _normalize(x, mean, rstd, W, B, Y, row * stride_y, cols, mask, COMPUTE)
+    if TAIL_N > 0:
+        _normalize(x_tail, mean, rstd, W, B, Y, row * stride_y, cols_tail, mask_tail, COMPUTE)
     gl.store(MEAN + row, mean)
     gl.store(RSTD + row, rstd)
+
+
+@gluon.jit
+def _load_tile(row_start, start, N, WIDTH: gl.constexpr, VEC: gl.constexpr, WARPS: gl.constexpr,
+               COMPUTE: gl.constexpr):  # fmt: skip
+    """Load columns ``[start, start + WIDTH)`` of the row at ``row_start`` (those < ``N``), warp ``g``
+    holding ``[start + g * G, start + (g + 1) * G)``, ``G = WIDTH / WARPS``, in vectors of ``VEC``.
+    Returns the values (zero past ``N``), their columns, the mask and each warp's count of columns."""
+    GROUP: gl.constexpr = WIDTH // WARPS
+    tile: gl.constexpr = gl.BlockedLayout([1, VEC], [1, 32], [WARPS, 1], [1, 0])  # (group, column)
+    groups = gl.arange(0, WARPS, layout=gl.SliceLayout(1, tile))
+    cols = start + groups[:, None] * GROUP + gl.arange(0, GROUP, layout=gl.SliceLayout(0, tile))[None, :]
+    mask = cols < N
+    x = gl.load(row_start + cols, mask=mask, other=0.0).to(COMPUTE)
+    n_g = gl.minimum(gl.maximum(N - start - groups * GROUP, 0), GROUP).to(COMPUTE)
+    return x, cols, mask, n_g
 
 
 # The cluster kernel's trade, in PTX. At the start: declare the shared words of the trade
@@ -225,10 +255,20 @@ def _exchanged_group_sums(x, mask, n_g, lanes: gl.constexpr):
     """Each warp's group sums ``(Σ_g x, T_g, Q_g, n_g)``, crossed between warps once into
     ``lanes``, where lane ``g`` of every warp holds group ``g``'s values."""
     sum_g = gl.sum(x, axis=1)  # inside each warp
-    dev = gl.where(mask, x - (sum_g / gl.maximum(n_g, 1.0))[:, None], 0.0)
-    t_g = gl.sum(dev, axis=1)
-    q_g = gl.sum(dev * dev, axis=1)
-    # The one exchange between warps: the four values of every group, packed.
+    t_g, q_g = _deviation_sums(x, mask, sum_g / gl.maximum(n_g, 1.0))
+    return _exchange(sum_g, t_g, q_g, n_g, lanes)
+
+
+@gluon.jit
+def _deviation_sums(x, mask, center_g):
+    """Per group (warp): ``T_g = Σ (x - s_g)`` and ``Q_g = Σ (x - s_g)²`` over its columns in ``mask``."""
+    dev = gl.where(mask, x - center_g[:, None], 0.0)
+    return gl.sum(dev, axis=1), gl.sum(dev * dev, axis=1)
+
+
+@gluon.jit
+def _exchange(sum_g, t_g, q_g, n_g, lanes: gl.constexpr):
+    """The one exchange between warps: the four values of every group, packed, into ``lanes``."""
     packed = gl.convert_layout(gl.join(gl.join(sum_g, t_g), gl.join(q_g, n_g)), lanes)
     sums, squares = gl.split(packed)
     sum_l, t_l = gl.split(sums)

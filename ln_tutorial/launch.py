@@ -52,6 +52,7 @@ class ForwardConfig(NamedTuple):
     prefetch_ahead: int = 0  # fused: also bring the rows of program pid + this into L2
     one_exchange: bool = False  # fused, one row: the Gluon kernel, row sums crossing between warps once
     cluster: int = 1  # one_exchange: each row shared by the 2 programs of a thread-block cluster (sm_90+)
+    tail_n: int = 0  # one_exchange: a second tile of this width (a power of two) for the columns past block_n
 
 
 class BackwardConfig(NamedTuple):
@@ -478,16 +479,17 @@ def _forward_launcher(cfg: ForwardConfig, dtype: torch.dtype) -> Launcher:
         return _launcher(kernels.layer_norm_fwd_looped_kernel, **meta)
     prefetch_ahead = 0 if INTERPRET or cfg.block_n < 16 else cfg.prefetch_ahead  # the interpreter runs no PTX
     # The interpreter cannot run Gluon: it runs the Triton kernel, which computes the same function.
-    # The interpreter has no clusters either: there each program takes a whole row.
+    # The interpreter has no clusters either: there each program takes a whole row, in one tile.
     if not cfg.one_exchange or INTERPRET:
+        if cfg.tail_n:
+            meta["BLOCK_N"] = next_power_of_2(cfg.block_n + cfg.tail_n)
         return _launcher(kernels.layer_norm_fwd_kernel, BLOCK_M=cfg.block_m, PREFETCH_AHEAD=prefetch_ahead, **meta)
     from ln_tutorial import kernels_gluon  # only with a Triton whose Gluon it is written for
 
+    meta.update(BLOCK_M=cfg.block_m, PREFETCH_AHEAD=prefetch_ahead)
     if cfg.cluster > 1:
-        fused = kernels_gluon.layer_norm_fwd_cluster_kernel
-    else:
-        fused = kernels_gluon.layer_norm_fwd_one_exchange_kernel
-    return _launcher(fused, cluster=cfg.cluster, BLOCK_M=cfg.block_m, PREFETCH_AHEAD=prefetch_ahead, **meta)
+        return _launcher(kernels_gluon.layer_norm_fwd_cluster_kernel, cluster=cfg.cluster, **meta)
+    return _launcher(kernels_gluon.layer_norm_fwd_one_exchange_kernel, TAIL_N=cfg.tail_n, **meta)
 
 
 @functools.lru_cache(maxsize=None)
