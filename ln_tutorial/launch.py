@@ -89,6 +89,7 @@ FORWARD_LOOPED = ForwardConfig(True, 1, 16384, 32)
 # 8193 to 12287: a quarter to a half of the lanes would idle; a loop over 2048-value
 # steps idles none (run 61: 2528 against 2197 at 4096 x 8704, 2520 against 2321 at
 # 9216; at 12288 2657 against 2631; at 16384 the fused kernel wins, 2886 against 2443).
+# With the Gluon kernel the last two take FORWARD_TWO_TILES instead.
 # Rows of 8 KB (padded): each program also prefetches into L2 the rows of the program 264
 # later, whose loads then come from L2 (run 99, at the launcher: 2846 and 2866 against 2822 and
 # 2808 GB/s at 16384 x 4096 bfloat16, 2419 against 2307 at 4096 x 4096, 2175 against 2108 at
@@ -110,6 +111,14 @@ FORWARD_ONE_EXCHANGE = {65536: 32, 32768: 16}
 # Padded rows loop: the second half idles (1934-1937 against 2145-2167 GB/s at 4096 x 40000).
 # Needs clusters, so sm_90 or later; elsewhere the looped kernel.
 FORWARD_CLUSTER = {131072: 32}
+# Half-precision rows of 4097 to 8191 and 8193 to 12287 values (16 and 32 KB padded), by padded row
+# bytes: [(warps, the longest row)]. The Gluon kernel holds such a row as two tiles, half the padded
+# width and a power-of-two tail (9728 = 8192 + 2048, 1536 of them used), instead of one padded tile,
+# whose idle lanes cost more than a loop (run 139, at the launcher, M = 4096 float16 against the
+# entries below: +7 to +11 % at 4608, +5 to +8 % at 5120, level at 6144 and 6656, +1 to +3 % at 7168
+# and 7680; 8 warps +3 to +10 % at 8704-10240, 16 warps +3 to +7 % at 10752-11776; 16384 rows in
+# bfloat16 +4 to +6 % at 5120, 9216, 10240 and 11264). Shorter padded rows lost (1536-3584).
+FORWARD_TWO_TILES = {16384: [(8, 8191)], 32768: [(8, 10240), (16, 12287)]}
 # Half-precision rows of 1025 to 1792 values (4 KB padded): one row per program with 4 warps
 # (kernel durations, runs 125-126: 9.9 against 10.9 us at 4096 x 1088, 11.5 against 12.1 at
 # 4096 x 1536, 36.9 against 38.4 at 16384 x 1536, 12.9 against 13.1 at 4096 x 1792). Unpadded
@@ -167,6 +176,12 @@ def forward_config(n: int, element_size: int) -> ForwardConfig:
         return ForwardConfig(False, 1, block_n, FORWARD_CLUSTER[row_bytes], one_exchange=True, cluster=2)
     if row_bytes > MAX_FUSED_FWD_BYTES:
         return FORWARD_LOOPED
+    if element_size == 2 and n != block_n and GLUON:
+        for num_warps, longest in FORWARD_TWO_TILES.get(row_bytes, ()):
+            if n <= longest:
+                head = block_n // 2  # every lane holds at least one of the tail's columns
+                tail = max(next_power_of_2(n - head), 32 * num_warps)
+                return ForwardConfig(False, 1, head, num_warps, one_exchange=True, tail_n=tail)
     padded = _padded_entry(FORWARD_PADDED, n, row_bytes, element_size)
     if padded is not None:
         return padded
