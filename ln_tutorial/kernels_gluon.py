@@ -3,12 +3,13 @@
 Gluon kernels choose their own data layouts. The two here are the fused forward
 (``kernels.layer_norm_fwd_kernel``) for wide half-precision rows, with the row
 statistics crossing between warps once instead of twice (performance notes, run
-130), and the same for rows of 128 KB held by the two programs of a
-thread-block cluster, which trade their halves' statistics through each other's
-shared memory (Hopper or later; run 133). Both take exactly the fused kernel's
-arguments, so the launchers launch either (the cluster kernel in clusters of two
-programs, ``launch.Launcher``). Triton's interpreter cannot run Gluon: there, and
-for every other row, the Triton kernels run.
+130), padded rows held as two tiles (run 139), and the same for rows of 128 KB
+held by the two programs of a thread-block cluster, which trade their halves'
+statistics through each other's shared memory (Hopper or later; run 133). Both
+take the fused kernel's arguments (the first also the tail's width), so the
+launchers launch either (the cluster kernel in clusters of two programs,
+``launch.Launcher``). Triton's interpreter cannot run Gluon: there, and for
+every other row, the Triton kernels run.
 """
 
 from triton.experimental import gluon
@@ -191,7 +192,6 @@ def layer_norm_fwd_cluster_kernel(
     HALF: gl.constexpr = BLOCK_N // 2
     GROUP: gl.constexpr = HALF // WARPS
     VEC: gl.constexpr = 128 // X.dtype.element_ty.primitive_bitwidth
-    tile: gl.constexpr = gl.BlockedLayout([1, VEC], [1, 32], [WARPS, 1], [1, 0])
     lanes: gl.constexpr = gl.BlockedLayout([1, 2, 2], [32, 1, 1], [WARPS, 1, 1], [2, 1, 0])
     inv_n = gl.div_rn(gl.full([], 1.0, COMPUTE), gl.full([], N, COMPUTE))
     gl.inline_asm_elementwise(_CLUSTER_START, "=r", [], dtype=gl.int32, is_pure=False, pack=1)
@@ -199,10 +199,7 @@ def layer_norm_fwd_cluster_kernel(
     rank = gl.program_id(0) % 2  # = %cluster_ctarank: clusters of two along the first axis
     row = (gl.program_id(0) // 2).to(gl.int64)
     start = rank * HALF
-    groups = gl.arange(0, WARPS, layout=gl.SliceLayout(1, tile))
-    cols = start + groups[:, None] * GROUP + gl.arange(0, GROUP, layout=gl.SliceLayout(0, tile))[None, :]
-    mask = cols < N
-    x = gl.load(X + row * stride_x + cols, mask=mask, other=0.0).to(COMPUTE)
+    x, cols, mask, n_g = _load_tile(X + row * stride_x, start, N, HALF, VEC, WARPS, COMPUTE)
     # Ask L1 for this half of w and b while the sums and the trade run (run 136: +2 %; issued
     # before the loads of x, or just before the trade, it was slower). One address per 16-byte vector.
     per_vector: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [WARPS, 1], [1, 0])
@@ -217,7 +214,6 @@ def layer_norm_fwd_cluster_kernel(
     if B is not None:
         _prefetch_to_l1(B + vectors)
 
-    n_g = gl.minimum(gl.maximum(N - start - groups * GROUP, 0), GROUP).to(COMPUTE)
     sum_l, t_l, q_l, n_l = _exchanged_group_sums(x, mask, n_g, lanes)
     sum_half = gl.sum(sum_l, axis=0)
     m2_half = _square_sum_around(sum_half / gl.maximum(gl.sum(n_l, axis=0), 1.0), sum_l, t_l, q_l, n_l)
