@@ -172,11 +172,12 @@ def forward_config(n: int, element_size: int) -> ForwardConfig:
     """Launch configuration of the forward for rows of ``n`` elements."""
     block_n = next_power_of_2(n)
     row_bytes = block_n * element_size
-    if element_size == 2 and n == block_n and row_bytes in FORWARD_CLUSTER and GLUON:
+    gluon_half = element_size == 2 and GLUON  # the Gluon kernels take half-precision rows only
+    if gluon_half and n == block_n and row_bytes in FORWARD_CLUSTER:
         return ForwardConfig(False, 1, block_n, FORWARD_CLUSTER[row_bytes], one_exchange=True, cluster=2)
     if row_bytes > MAX_FUSED_FWD_BYTES:
         return FORWARD_LOOPED
-    if element_size == 2 and n != block_n and GLUON:
+    if gluon_half and n != block_n:
         for num_warps, longest in FORWARD_TWO_TILES.get(row_bytes, ()):
             if n <= longest:
                 head = block_n // 2  # every lane holds at least one of the tail's columns
@@ -187,7 +188,7 @@ def forward_config(n: int, element_size: int) -> ForwardConfig:
         return padded
     if row_bytes < 2048:  # tiny rows: pack them into ~8 KB tiles
         return ForwardConfig(False, min(64, 8192 // row_bytes), block_n, 4)
-    if element_size == 2 and row_bytes in FORWARD_ONE_EXCHANGE and GLUON:
+    if gluon_half and row_bytes in FORWARD_ONE_EXCHANGE:
         return ForwardConfig(False, 1, block_n, FORWARD_ONE_EXCHANGE[row_bytes], one_exchange=True)
     block_m, num_warps = FORWARD_TABLE[row_bytes]
     return ForwardConfig(False, block_m, block_n, num_warps, FORWARD_PREFETCH.get(row_bytes, 0))

@@ -11,6 +11,7 @@ from ln_tutorial.reference import layer_norm_reference
 
 DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 gpu = pytest.mark.gpu
+needs_gluon = pytest.mark.skipif(not launch.GLUON, reason="the Gluon kernels need Triton 3.6 or later")
 
 SHAPES = [
     pytest.param((16, 64), id="pow2"),
@@ -164,11 +165,10 @@ def test_wide_half_rows_take_the_one_exchange_kernel():
         assert not launch.forward_config(n, size).one_exchange, (n, size)
 
 
+@needs_gluon
 def test_padded_half_rows_take_two_tiles():
     """Half-precision rows of 4097 to 8191 and 8193 to 12287 values take the Gluon kernel with a
     power-of-two tail tile (run 139); powers of two, float32 rows and longer rows do not."""
-    if not launch.GLUON:
-        pytest.skip("the Gluon kernel needs Triton 3.6 or later")
     two_tiles = lambda head, warps, tail: launch.ForwardConfig(False, 1, head, warps, one_exchange=True, tail_n=tail)  # noqa: E731
     expected = {
         4097: two_tiles(4096, 8, 256),  # the smallest tail: one column per lane
@@ -185,19 +185,6 @@ def test_padded_half_rows_take_two_tiles():
         assert not launch.forward_config(n, size).tail_n, (n, size)
 
 
-def test_two_tile_configuration_computes_the_row():
-    """A two-tile configuration normalizes each row: on a GPU the Gluon kernel, in the
-    interpreter the Triton kernel with one tile of the next power of two; rows apart by more
-    than their width."""
-    n = 4097
-    x = (torch.randn(3, n + 40, device=DEVICE) * 2 + 50).to(torch.float16)[:, :n]
-    weight, bias = _params(n, torch.float16)
-    cfg = launch.ForwardConfig(False, 1, 4096, 8, one_exchange=True, tail_n=256)
-    y, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5, config=cfg)
-    _assert_statistics_match_float64(x, mean, rstd)
-    torch.testing.assert_close(y, F.layer_norm(x.float(), (n,), weight.float(), bias.float()).half(), atol=4e-3, rtol=4e-3)
-
-
 def test_rows_of_128_KB_are_shared_by_a_cluster():
     """Half-precision rows of exactly 65536 values take two programs of a cluster (runs 133-134);
     padded ones (slower there), wider ones and float32 rows of the same bytes loop."""
@@ -207,14 +194,23 @@ def test_rows_of_128_KB_are_shared_by_a_cluster():
         assert launch.forward_config(n, size) == launch.FORWARD_LOOPED, (n, size)
 
 
-def test_cluster_configuration_computes_the_row():
-    """Where the cluster kernel cannot run (the interpreter) its configuration still normalizes
-    each row, one program per row; on a GPU this is the cluster kernel itself, here given a
-    padded row (the table gives it only 65536 values)."""
-    n = 32770  # one value past half of the tile: the second program holds two columns
-    x = (torch.randn(3, n, device=DEVICE) * 2 + 50).to(torch.float16)
+@pytest.mark.parametrize(
+    "n, config, extra_columns",
+    [
+        # one value past half of the tile: the second program of the cluster holds two columns
+        # (the table gives the cluster only 65536 values)
+        pytest.param(32770, launch.forward_config(65536, 2), 0, id="cluster"),
+        # 4096 + a 256-wide tail holding one value; rows apart by more than their width
+        pytest.param(4097, launch.ForwardConfig(False, 1, 4096, 8, one_exchange=True, tail_n=256), 40, id="two-tiles"),
+    ],
+)
+def test_gluon_configuration_computes_the_row(n, config, extra_columns):
+    """A Gluon configuration normalizes each row: on a GPU the Gluon kernel itself, in the
+    interpreter (which cannot run Gluon, nor clusters) the Triton kernel, one program per row in
+    one tile of the next power of two."""
+    x = (torch.randn(3, n + extra_columns, device=DEVICE) * 2 + 50).to(torch.float16)[:, :n]
     weight, bias = _params(n, torch.float16)
-    y, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5, config=launch.forward_config(65536, 2))
+    y, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5, config=config)
     _assert_statistics_match_float64(x, mean, rstd)
     torch.testing.assert_close(y, F.layer_norm(x.float(), (n,), weight.float(), bias.float()).half(), atol=4e-3, rtol=4e-3)
 
@@ -253,7 +249,7 @@ def test_prefetch_changes_nothing_but_time(shape):
 
 
 @gpu
-@pytest.mark.skipif(not launch.GLUON, reason="the Gluon kernel needs Triton 3.6 or later")
+@needs_gluon
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize(
     "n",
