@@ -14,15 +14,26 @@ Three thin routes lead to the same kernels:
 * under ``torch.compile``: the custom operators ``ln_tutorial::layer_norm_fwd``
   and ``ln_tutorial::layer_norm_bwd``, registered with ``torch.library`` with
   fake (meta) implementations, so ``fullgraph=True`` keeps them in one graph.
+
+Inputs the kernels cannot read as they are -- tensor subclasses such as
+``DTensor``, the wrapped tensors of ``torch.func`` transforms, meta tensors,
+dual tensors of forward-mode AD -- go to :func:`torch.nn.functional.layer_norm`,
+which handles each of them. A backward run with grad mode on
+(``create_graph=True``) computes its gradients with differentiable torch
+operations (:mod:`ln_tutorial.differentiable`), so second-order derivatives
+are right; the usual backward keeps the kernels.
 """
 
 import math
+import numbers
 from typing import Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
 
-from ln_tutorial import launch, native
+from torch.autograd import forward_ad
+
+from ln_tutorial import differentiable, launch, native
 
 
 @torch.library.custom_op("ln_tutorial::layer_norm_fwd", mutates_args=())
@@ -73,9 +84,15 @@ def _save(ctx, x, weight, bias, mean, rstd, strategy):
 
 
 def _gradients(ctx, dy, backward):
-    """Input and parameter gradients; ``backward`` is the launcher or the custom op."""
+    """Input and parameter gradients; ``backward`` is the launcher or the custom op.
+
+    With grad mode on (``create_graph=True``) the gradients carry their own graph instead.
+    """
     x, weight, bias, mean, rstd = ctx.saved_tensors
-    dx, dw, db = backward(dy, x, weight, bias, mean, rstd, ctx.strategy)
+    if torch.is_grad_enabled():
+        dx, dw, db = differentiable.layer_norm_backward(dy, x, weight, bias, rstd)
+    else:
+        dx, dw, db = backward(dy, x, weight, bias, mean, rstd, ctx.strategy)
     return dx, dw if weight is not None else None, db if bias is not None else None, None, None
 
 
@@ -99,9 +116,35 @@ class LayerNormFunction(torch.autograd.Function):
         return y
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, dy):
         return _gradients(ctx, dy, launch.layer_norm_backward)
+
+
+def check_options(backward_strategy: str, eps: float, caller: str = "layer_norm") -> None:
+    """Raise ``ValueError`` naming the argument unless ``backward_strategy`` and ``eps`` are accepted values."""
+    if backward_strategy not in launch.STRATEGIES:
+        raise ValueError(
+            f"{caller}: unknown backward_strategy {backward_strategy!r}; expected one of {launch.STRATEGIES}"
+        )
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 <= eps < math.inf:
+        raise ValueError(f"{caller}: eps must be a finite number >= 0, got {eps!r}")
+
+
+def _kernels_cannot_read(*tensors: Optional[torch.Tensor]) -> bool:
+    """True when (input, weight, bias) are not plain memory the kernels can read: a subclass
+    (``DTensor``, ...), a ``torch.func`` wrapper, a meta input, or forward-mode AD's dual tensors."""
+    if forward_ad._current_level >= 0:  # inside forward_ad.dual_level(): tangents the kernels would drop
+        return True
+    if isinstance(tensors[0], torch.Tensor) and tensors[0].is_meta:  # meta parameters alone: check_inputs names them
+        return True
+    return any(
+        isinstance(t, torch.Tensor)
+        and (type(t) not in _PLAIN_TENSORS or torch._C._functorch.is_functorch_wrapped_tensor(t))
+        for t in tensors
+    )
+
+
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 
 
 def _as_rows(t: torch.Tensor, n: int) -> torch.Tensor:
@@ -138,23 +181,26 @@ def layer_norm(
             dtype, or float32 with a float16/bfloat16 input (mixed precision:
             the output keeps the input's dtype, the gradients the parameters').
         eps: added to the variance before the square root.
-        backward_strategy: ``"deterministic"`` (default: bitwise reproducible
-            dW/dB) or ``"lock"`` (the Triton tutorial's locked buffers).
+        backward_strategy: ``"deterministic"`` (default: the same bits on every
+            run for the same GPU model, SM count and shape) or ``"lock"`` (the
+            Triton tutorial's locked buffers).
 
     CUDA tensors run the Triton kernels; so do CPU tensors when
-    ``TRITON_INTERPRET=1`` was set before import. Other CPU tensors use
-    :func:`torch.nn.functional.layer_norm`.
+    ``TRITON_INTERPRET=1`` was set before import. Other CPU tensors, and
+    tensors the kernels cannot read (subclasses such as ``DTensor``,
+    ``torch.func`` transforms, meta tensors, forward-mode AD), use
+    :func:`torch.nn.functional.layer_norm`. Gradients of gradients
+    (``create_graph=True``) are supported.
     """
     compiling = torch.compiler.is_compiling()
     if native.ENABLED and backward_strategy == "deterministic" and not compiling and not launch._hooks_installed():
         y = native.forward(input, normalized_shape, weight, bias, eps)  # None: not a call it takes
         if y is not None:
             return y
+    check_options(backward_strategy, eps)
+    if not compiling and _kernels_cannot_read(input, weight, bias):
+        return F.layer_norm(input, normalized_shape, weight, bias, eps)
     normalized_shape = launch.check_inputs(input, normalized_shape, weight, bias)
-    if backward_strategy not in launch.STRATEGIES:
-        raise ValueError(
-            f"layer_norm: unknown backward_strategy {backward_strategy!r}; expected one of {launch.STRATEGIES}"
-        )
     if not (input.is_cuda or (launch.INTERPRET and input.device.type == "cpu")):
         return F.layer_norm(input, normalized_shape, weight, bias, eps)
     if input.is_cuda and torch.is_autocast_enabled("cuda"):

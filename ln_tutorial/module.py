@@ -1,8 +1,11 @@
 """``LayerNorm``: a drop-in ``torch.nn.LayerNorm`` that runs the Triton kernels."""
 
+import numbers
+
 import torch
 
-from ln_tutorial.function import layer_norm
+from ln_tutorial import launch
+from ln_tutorial.function import check_options, layer_norm
 
 
 class LayerNorm(torch.nn.LayerNorm):
@@ -24,8 +27,23 @@ class LayerNorm(torch.nn.LayerNorm):
         *,
         backward_strategy: str = "deterministic",
     ):
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+        if not all(isinstance(d, numbers.Integral) and d >= 0 for d in shape):
+            raise ValueError(f"LayerNorm: normalized_shape must be integers >= 0, got {normalized_shape!r}")
+        if dtype is not None and dtype not in launch.SUPPORTED_DTYPES:
+            raise TypeError(f"LayerNorm: dtype {dtype} is not supported; expected one of {launch.SUPPORTED_DTYPES}")
+        check_options(backward_strategy, eps, "LayerNorm")
         super().__init__(normalized_shape, eps, elementwise_affine, bias, device, dtype)
         self.backward_strategy = backward_strategy
+
+    @property
+    def backward_strategy(self) -> str:
+        return self._backward_strategy
+
+    @backward_strategy.setter
+    def backward_strategy(self, value: str) -> None:
+        check_options(value, self.eps, "LayerNorm")
+        self._backward_strategy = value
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         return layer_norm(

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 import triton
 
-from ln_tutorial import launch
+from ln_tutorial import differentiable, launch
 
 #: False keeps every call in Python (the ``autograd.Function`` of :mod:`ln_tutorial.function`).
 ENABLED = os.environ.get("LN_TUTORIAL_NATIVE", "1") != "0" and not launch.INTERPRET
@@ -89,12 +89,16 @@ def _python_path(*args):
 forward = _first_forward
 
 
-@torch.autograd.function.once_differentiable
 def _python_backward(saved, dy):
-    """What the node hands back: the package's Python backward (saved = x, weight, bias, mean, rstd)."""
+    """What the node hands back: the package's Python backward (saved = x, weight, bias, mean, rstd).
+
+    With grad mode on (``create_graph=True``) the gradients carry their own graph.
+    """
     x, weight, bias, mean, rstd = saved
     if dy is None:  # no gradient reached y: zeros, as autograd.Function materializes them
         dy = torch.zeros_like(x)
+    if torch.is_grad_enabled():
+        return differentiable.layer_norm_backward(dy, x, weight, bias, rstd)
     return launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
 
 

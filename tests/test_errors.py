@@ -78,12 +78,33 @@ def test_module_rejects_wrong_width():
         LayerNorm(16, device=DEVICE)(_x(4, 8))
 
 
-def test_double_backward_is_refused():
-    """The backward is not itself differentiable: differentiating it raises instead of returning zeros."""
-    x = _x(4, 8).requires_grad_()
-    (dx,) = torch.autograd.grad(layer_norm(x, (8,)).pow(2).sum(), x, create_graph=True)
-    with pytest.raises(RuntimeError, match="differentiate twice"):
-        dx.sum().backward()
+@pytest.mark.parametrize("eps", ["1e-5", -1e-5, float("nan"), float("inf"), None, True], ids=repr)
+def test_bad_eps(eps):
+    with pytest.raises(ValueError, match=r"eps must be a finite number >= 0"):
+        layer_norm(_x(4, 8), (8,), eps=eps)
+    with pytest.raises(ValueError, match=r"LayerNorm: eps must be a finite number >= 0"):
+        LayerNorm(8, eps=eps)
+
+
+def test_module_checks_backward_strategy_when_given():
+    with pytest.raises(ValueError, match=r"LayerNorm: unknown backward_strategy 'bogus'; expected one of"):
+        LayerNorm(300, backward_strategy="bogus")
+    norm = LayerNorm(8)
+    with pytest.raises(ValueError, match="unknown backward_strategy 'atomic'"):
+        norm.backward_strategy = "atomic"
+    assert norm.backward_strategy == "deterministic"
+
+
+@pytest.mark.parametrize("normalized_shape", [-3, (4, -1), (2.5,), "8"], ids=repr)
+def test_module_checks_normalized_shape(normalized_shape):
+    with pytest.raises(ValueError, match="LayerNorm: normalized_shape must be integers >= 0"):
+        LayerNorm(normalized_shape)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.complex64, torch.float8_e4m3fn], ids=str)
+def test_module_checks_dtype(dtype):
+    with pytest.raises(TypeError, match=f"LayerNorm: dtype {dtype} is not supported"):
+        LayerNorm(8, dtype=dtype)
 
 
 @pytest.mark.gpu

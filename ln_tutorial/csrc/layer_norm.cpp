@@ -35,6 +35,7 @@
 
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -392,6 +393,8 @@ py::object forward(py::handle input, py::handle normalized_shape, py::handle wei
   if (!x.defined() || !x.is_cuda() || n <= 0 || x.dim() < 1 || x.size(-1) != n || !PyFloat_Check(eps_object.ptr())) {
     return py::none();
   }
+  const double eps = PyFloat_AS_DOUBLE(eps_object.ptr());
+  if (!(eps >= 0 && std::isfinite(eps))) return py::none();  // the Python code names the bad eps
   const at::ScalarType dtype = x.scalar_type();
   if (!(is_half(dtype) || dtype == at::kFloat || dtype == at::kDouble) || x.numel() == 0 || !is_aligned(x) ||
       at::autocast::is_autocast_enabled(at::kCUDA)) {
@@ -431,7 +434,6 @@ py::object forward(py::handle input, py::handle normalized_shape, py::handle wei
   at::Tensor y = at::empty(x.sizes(), x.options());
   const auto stats_options = x.options().dtype(dtype == at::kDouble ? at::kDouble : at::kFloat);
   at::Tensor mean = at::empty({m}, stats_options), rstd = at::empty({m}, stats_options);
-  const double eps = PyFloat_AS_DOUBLE(eps_object.ptr());
   const float eps_high = static_cast<float>(eps);  // as Triton passes a Python float, and the rest
   const float eps_low = static_cast<float>(eps - static_cast<double>(eps_high));
   std::array<uint64_t, 12> values = {address(x), address(y), address(weight), address(bias), address(mean),
