@@ -208,7 +208,6 @@ class _Subclass(torch.Tensor):
         "two dims normalized",  # normalized_shape of two dimensions
         "integer eps",  # eps=0: Python converts it
         "lock",  # the lock strategy's backward
-        "autocast",  # autocast: float32, as torch
         "subclass",  # a tensor subclass: its own dispatch
         "misaligned",  # 16-byte alignment, which the compiled kernels assume
     ],
@@ -231,12 +230,31 @@ def test_forward_leaves_other_calls_to_python(case):
         x = torch.randn(64 * 256 + 1, device="cuda", dtype=torch.float16)[1:].view(64, 256)
     layer_norm(torch.randn(8, 8, device="cuda"), (8,))  # the extension is built
     launched = _launches()[0]
-    with torch.autocast("cuda", enabled=case == "autocast"):
-        y = layer_norm(x, shape, w, **kwargs)
-        want = torch.nn.functional.layer_norm(x, shape, w, eps=kwargs.get("eps", 1e-5))
+    y = layer_norm(x, shape, w, **kwargs)
+    want = torch.nn.functional.layer_norm(x, shape, w, eps=kwargs.get("eps", 1e-5))
     assert _launches()[0] == launched
     assert y.dtype == want.dtype and y.shape == want.shape
     torch.testing.assert_close(y.float(), want.float(), atol=2e-3, rtol=2e-3)
+
+
+@pytest.mark.parametrize("amp_dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_autocast_call_takes_the_cpp_forward_in_float32(amp_dtype):
+    """Under autocast the call is made in float32, as torch's, and then takes the C++ forward and node."""
+    x, w, b = _leaves(64, 256)
+    layer_norm(torch.randn(8, 8, device="cuda"), (8,))  # the extension is built
+    launched = _launches()
+    with torch.autocast("cuda", dtype=amp_dtype):
+        y = layer_norm(x, (256,), w, b)
+        want = torch.nn.functional.layer_norm(x, (256,), w, b)
+    assert _launches()[0] == launched[0] + 1
+    assert y.dtype == want.dtype == torch.float32
+    torch.testing.assert_close(y, want, atol=2e-3, rtol=2e-3)
+    dy = torch.randn_like(y)
+    ours = torch.autograd.grad(y, (x, w, b), dy)
+    assert _launches()[1] == launched[1] + 1
+    for o, t in zip(ours, torch.autograd.grad(want, (x, w, b), dy)):
+        assert o.dtype == t.dtype
+        torch.testing.assert_close(o.float(), t.float(), atol=2e-2, rtol=2e-2)
 
 
 def test_node_of_a_3d_input_hands_a_strided_gradient_to_python(monkeypatch):
