@@ -193,7 +193,8 @@ def layer_norm(
     (``create_graph=True``) are supported.
     """
     compiling = torch.compiler.is_compiling()
-    if native.ENABLED and backward_strategy == "deterministic" and not compiling and not launch._hooks_installed():
+    use_native = native.ENABLED and backward_strategy == "deterministic" and not compiling
+    if use_native and not launch._hooks_installed():
         y = native.forward(input, normalized_shape, weight, bias, eps)  # None: not a call it takes
         if y is not None:
             return y
@@ -204,12 +205,13 @@ def layer_norm(
     if not (input.is_cuda or (launch.INTERPRET and input.device.type == "cpu")):
         return F.layer_norm(input, normalized_shape, weight, bias, eps)
     if input.is_cuda and torch.is_autocast_enabled("cuda"):
-        # Autocast runs torch's layer_norm in float32 on CUDA; do the same. In eager mode the
-        # float32 call then takes the usual route (the C++ forward takes no call under autocast).
+        # Autocast runs torch's layer_norm in float32 on CUDA; do the same. The C++ forward
+        # takes float32 calls under autocast, half-precision ones only once cast.
         input, weight, bias = (None if t is None else t.float() for t in (input, weight, bias))
-        if not compiling:
-            with torch.autocast("cuda", enabled=False):
-                return layer_norm(input, normalized_shape, weight, bias, eps, backward_strategy=backward_strategy)
+        if use_native and not launch._hooks_installed():
+            y = native.forward(input, normalized_shape, weight, bias, eps)
+            if y is not None:
+                return y
     args = (_as_rows(input, math.prod(normalized_shape)), _flat_param(weight), _flat_param(bias), float(eps))
     if compiling:
         y = torch.ops.ln_tutorial.layer_norm_fwd(*args, backward_strategy)[0]

@@ -6,7 +6,7 @@
 // bookkeeping (docs/performance.md, runs 46, 51, 53 and 60). So:
 //
 // * forward() takes the common call -- a CUDA tensor whose rows are contiguous, float32 or
-//   same-dtype parameters, no autocast, no tensor subclass -- allocates y and the row
+//   same-dtype parameters, no half precision under autocast, no tensor subclass -- allocates y and the row
 //   statistics, launches the compiled forward kernel and, when a gradient will be needed,
 //   gives y the node below. For any other call it returns None, and ln_tutorial.layer_norm
 //   takes its Python path, which handles (and checks) every case. What to launch for a new
@@ -396,8 +396,9 @@ py::object forward(py::handle input, py::handle normalized_shape, py::handle wei
   const double eps = PyFloat_AS_DOUBLE(eps_object.ptr());
   if (!(eps >= 0 && std::isfinite(eps))) return py::none();  // the Python code names the bad eps
   const at::ScalarType dtype = x.scalar_type();
+  // Under autocast torch computes a half-precision layer norm in float32: the Python code casts, then calls again.
   if (!(is_half(dtype) || dtype == at::kFloat || dtype == at::kDouble) || x.numel() == 0 || !is_aligned(x) ||
-      at::autocast::is_autocast_enabled(at::kCUDA)) {
+      (is_half(dtype) && at::autocast::is_autocast_enabled(at::kCUDA))) {
     return py::none();
   }
   if (!(x.dim() == 2 ? x.stride(1) == 1 || n == 1 : x.is_contiguous())) return py::none();
