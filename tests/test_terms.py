@@ -86,8 +86,10 @@ def _word(form: str) -> re.Pattern:
     return re.compile(r"(?<![\w.-])" + re.escape(form) + r"(?:e?s)?(?![\w-])", re.I)
 
 
-def _where(name, msgid, msgstr):
-    return f"{name}\n    msgid:  {msgid[:160]!r}\n    msgstr: {msgstr[:160]!r}"
+def _where(name, msgid, msgstr, hit=""):
+    """Where a problem is: the catalog, the msgid's start, and the msgstr around ``hit``."""
+    at = max(0, msgstr.find(hit) - 60) if hit else 0
+    return f"{name}\n    msgid:  {msgid[:160]!r}\n    msgstr: {'...' if at else ''}{msgstr[at:at + 160]!r}"
 
 
 def test_glossary_entries_are_complete():
@@ -129,7 +131,7 @@ def banned_renderings(messages=None) -> list[str]:
                 continue  # the English does not say it, or the term is rendered right and the word means else
             for banned in term.get("banned", []):
                 if banned in text:
-                    found.append(f"{_where(name, msgid, msgstr)}\n    uses {banned!r} for {term['en']!r}: "
+                    found.append(f"{_where(name, msgid, msgstr, banned)}\n    uses {banned!r} for {term['en']!r}: "
                                  f"write {term['zh']!r} (docs/glossary.yaml)")
     return found
 
@@ -154,7 +156,7 @@ def english_left(messages=None) -> list[str]:
             for form in term.get("forms", [term["en"]]):
                 match = _word(form).search(text)
                 if match:
-                    found.append(f"{_where(name, msgid, msgstr)}\n    keeps the English {match.group(0)!r} "
+                    found.append(f"{_where(name, msgid, msgstr, match.group(0))}\n    keeps the English {match.group(0)!r} "
                                  f"({term['en']!r}): write {term['zh']!r} (docs/glossary.yaml)")
     return found
 
@@ -191,10 +193,10 @@ def broken_markup(messages=None) -> list[str]:
             before = msgstr[m.start() - 1] if m.start() else " "
             after = msgstr[m.end()] if m.end() < len(msgstr) else " "
             if not _BEFORE.match(before):
-                found.append(f"{_where(name, msgid, msgstr)}\n    {before + m.group(0)!r}: put a space before "
+                found.append(f"{_where(name, msgid, msgstr, m.group(0))}\n    {before + m.group(0)!r}: put a space before "
                              f"{m.group(0)!r}, or the reader sees the raw markup")
             if not _AFTER.match(after):
-                found.append(f"{_where(name, msgid, msgstr)}\n    {m.group(0) + after!r}: put a space (or ASCII "
+                found.append(f"{_where(name, msgid, msgstr, m.group(0))}\n    {m.group(0) + after!r}: put a space (or ASCII "
                              f"punctuation) after {m.group(0)!r}, or the reader sees the raw markup")
     return found
 
