@@ -502,7 +502,7 @@ def llm_table(rows: List[dict], mode: str) -> str:
     return "\n".join(lines)
 
 
-#: Shape classes of the summary on the performance page: (name, set, predicate on (M, N, element size)).
+# Shape classes of the summary on the performance page: (name, set, predicate on (M, N, element size)).
 SHAPE_CLASSES = [
     ("short rows (N ≤ 4096)", "tutorial", lambda m, n, s: n <= 4096),
     ("wide rows (4096 < N < 16384)", "tutorial", lambda m, n, s: n > 4096),
@@ -512,16 +512,16 @@ SHAPE_CLASSES = [
 
 
 def class_summary(rows: List[dict], mode: str) -> List[dict]:
-    """Per shape class: the mean GB/s (GPU time, median) of each provider over the class's
-    shapes, that of the ceiling, and the number of shapes. Only shapes every listed
-    provider has are averaged, so that the columns compare like with like."""
+    """Per shape class: the mean GB/s (GPU time, median) over the class's recorded shapes of
+    each provider that has them all (so that the columns compare like with like), that of
+    the ceiling, and the number of shapes."""
     out = []
     for name, set_name, member in SHAPE_CLASSES:
-        shapes = [(m, n) for m, n in SETS[set_name] if member(m, n, 2)]
-        table = _by_provider(rows, mode, shapes)
+        table = _by_provider(rows, mode, [(m, n) for m, n in SETS[set_name] if member(m, n, 2)])
         table.pop(CEILING, None)
-        common = [s for s in shapes if table and all(s in points for points in table.values())]
-        if not common:
+        common = sorted({s for points in table.values() for s in points})
+        table = {p: points for p, points in table.items() if all(s in points for s in common)}
+        if not common or not table:
             continue
         ceilings = [_ceiling(rows, mode, s) for s in common]
         out.append(dict(
