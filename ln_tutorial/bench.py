@@ -575,11 +575,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     )  # fmt: skip
     parser.add_argument("--providers", nargs="+", choices=list(PROVIDERS), default=list(PROVIDERS),
                         help="those that do not import are left out")  # fmt: skip
-    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
-    parser.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), help="directions")
+    parser.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS),
+                        help="shape sets: the Triton tutorial's sweep (M = 4096) and shapes of language models")  # fmt: skip
     parser.add_argument("--dtypes", nargs="+", choices=["float16", "bfloat16", "float32"],
-                        default=[str(d).removeprefix("torch.") for d in SET_DTYPES.values()],
-                        help="each set is measured in its own dtype unless this is given")  # fmt: skip
+                        help="measure every set in these dtypes instead of its own (tutorial: float16, llm: bfloat16)")
     parser.add_argument("--repetitions", type=int, default=10, help="interleaved repetitions per point")
     parser.add_argument("--csv", type=Path, default=DEFAULT_CSV,
                         help="where results are written (rows of the same key replaced)")  # fmt: skip
@@ -589,8 +589,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         parser.error("measuring needs a CUDA GPU; recorded results are in " + str(RESULTS_DIR))
-    default_dtypes = parser.get_default("dtypes")
-    dtypes = None if args.dtypes == default_dtypes else [getattr(torch, d) for d in args.dtypes]
+    dtypes = [getattr(torch, d) for d in args.dtypes] if args.dtypes else None
     rows = measure(args.providers, args.modes, args.sets, dtypes, repetitions=args.repetitions)
     if not rows:
         sys.exit("bench: nothing was measured")

@@ -2,6 +2,7 @@
 interpreter, failing providers, the command line."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -131,7 +132,10 @@ def test_failing_provider_records_nothing_and_says_why(monkeypatch, capsys):
 def test_cli_shows_defaults_and_writes_to_the_current_directory(capsys):
     with pytest.raises(SystemExit):
         bench.main(["--help"])
-    help_text = " ".join(capsys.readouterr().out.split())
+    out = capsys.readouterr().out
+    options = [o for o in re.findall(r"^  (--[a-z-]+)", out, re.M) if o != "--help"]
+    help_text = " ".join(out.split())
+    assert len(options) == 9 and help_text.count("(default:") == len(options)
     assert "(default: ln_tutorial_bench.csv)" in help_text and "(default: 10)" in help_text
     assert bench.DEFAULT_CSV == bench.Path("ln_tutorial_bench.csv") and not bench.DEFAULT_CSV.is_absolute()
 
