@@ -249,11 +249,14 @@ class _Point:
     def _on_stream(self):
         return torch.cuda.stream(self.stream) if self.stream else contextlib.nullcontext()
 
-    def sample(self) -> None:
+    def sample(self, record: bool = True) -> None:
         with self._on_stream():
-            if self.gpu is not None:
-                self.gpu_us.append(self.gpu())
-            self.host_us.append(_host_us(self.calls, self.count, self.device))
+            gpu_us = self.gpu() if self.gpu is not None else None
+            host_us = _host_us(self.calls, self.count, self.device)
+        if record:
+            self.host_us.append(host_us)
+            if gpu_us is not None:
+                self.gpu_us.append(gpu_us)
 
 
 def time_provider(
@@ -261,6 +264,7 @@ def time_provider(
 ) -> dict:
     """One provider alone at one point: see :func:`measure`, which interleaves providers."""
     point = _Point(fn, mode, m, n, dtype, device)
+    point.sample(record=False)
     for _ in range(repetitions):
         point.sample()
     return _figures(point, mode, m, n, dtype, repetitions)
@@ -335,6 +339,8 @@ def measure(
             except Exception as exc:
                 _report_failure(name, mode, dtype, m, n, exc, on_gpu)
         names = list(points)
+        for name in names:  # one round unrecorded: the GPU's clocks rise after compiling
+            points[name].sample(record=False)
         for r in range(repetitions if names else 0):  # interleaved, each repetition one provider later
             for name in names[r % len(names):] + names[: r % len(names)]:
                 points[name].sample()
