@@ -474,7 +474,8 @@ def format_table(rows: List[dict], mode: str, set_name: str = "tutorial", figure
     shapes = [s for s in SETS[set_name] if any((r["M"], r["N"]) == s and r["mode"] == mode for r in rows)]
     table = _by_provider(rows, mode, shapes, figure)
     names = list(table)
-    label = "GPU time" if figure == "gpu" else "host-included time"
+    timers = {r["timer"] for r in rows if r["mode"] == mode and (r["M"], r["N"]) in shapes}
+    label = "host-included time" if figure == "host" else "do_bench time" if timers == {"do_bench"} else "GPU time"
     lines = [f"layer-norm-{mode} (GB/s from the median {label}):",
              "".join([f"{'N':>8}"] + [f"{p:>17}" for p in names])]  # fmt: skip
     for m, n in shapes:
