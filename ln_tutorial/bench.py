@@ -1,21 +1,35 @@
 """GB/s benchmark of LayerNorm implementations, with recorded results and plots.
 
-Run ``python -m ln_tutorial.bench --help``. One run measures the device-to-device
-copy bandwidth (the ceiling) and then every provider, forward and backward,
-with :func:`triton.testing.do_bench` (L2 flushed before each call; median and
-20th/80th percentiles). GB/s follow the Triton tutorial: the forward moves
-``2·M·N`` elements (read x, write y), the backward ``3·M·N`` (read x and dy,
-write dx). Results are appended to ``data/benchmarks/<gpu-slug>.csv`` with
-their provenance; the tutorial site draws its plots from these functions.
+Run ``python -m ln_tutorial.bench --help``. One run measures the bandwidth of a
+1 GB device-to-device copy and then, shape by shape, every provider forward and
+backward, together with a copy of the same size (the provider ``copy``: the
+ceiling of that shape). Each provider gets two figures per point:
+
+* **GPU time**: the replay of a CUDA graph holding many calls, divided by the
+  number of calls; no host time is in it.
+* **Host-included time**: the same calls made back to back from Python with one
+  synchronisation at the end, divided by the number of calls. When the host
+  takes longer to issue a call than the GPU takes to run it, this is the host's
+  time; otherwise it is close to the GPU time.
+
+Successive calls cycle through enough copies of the inputs that none finds them
+in L2. Providers are interleaved at each point, and the measurement is repeated
+(``--repetitions``): the 20th, 50th and 80th percentiles of the repetitions are
+recorded. GB/s follow the Triton tutorial: the forward moves ``2·M·N`` elements
+(read x, write y), the backward ``3·M·N`` (read x and dy, write dx).
 """
 
 import argparse
+import contextlib
 import csv
 import datetime
+import math
 import os
 import re
+import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
@@ -23,10 +37,15 @@ import torch
 import torch.nn.functional as F
 
 RESULTS_DIR = Path(__file__).parent / "data" / "benchmarks"
+DEFAULT_CSV = Path("ln_tutorial_bench.csv")
+PERCENTILES = ("p20", "p50", "p80")
 COLUMNS = [
     "provider", "mode", "dtype", "M", "N", "gbps_p20", "gbps_p50", "gbps_p80",
     "copy_gbps", "gpu", "torch", "triton", "date", "commit",
+    "timer", "gpu_us_p20", "gpu_us_p50", "gpu_us_p80", "host_us_p20", "host_us_p50", "host_us_p80",
+    "repetitions", "calls",
 ]  # fmt: skip
+KEY = ("gpu", "provider", "mode", "dtype", "M", "N")  # one current result per key
 MODES = ("forward", "backward")
 #: The Triton tutorial's sweep (fp16, M = 4096) and LLM-sized shapes (bf16).
 SETS = {
@@ -35,7 +54,12 @@ SETS = {
 }
 SET_DTYPES = {"tutorial": torch.float16, "llm": torch.bfloat16}
 ELEMENTS_MOVED = {"forward": 2, "backward": 3}  # per element of x, in units of its size
-
+#: How far (relative, at the median) a new measurement of the same package on the same
+#: kind of GPU may stray from a recorded one: GPU time, and host-included time.
+TOLERANCE = {"gpu": 0.05, "host": 0.25}
+CEILING = "copy"
+L2_FOOTPRINT = 256 * 2**20  # bytes of inputs the calls cycle through, several times any L2
+REPETITION_SECONDS = 2e-3  # GPU time aimed at per repetition, which sets the calls per repetition
 
 # --- providers: each returns fn(x, weight, bias) -> y -----------------------------------
 
@@ -79,6 +103,11 @@ def _quack() -> Callable:
     return lambda x, w, b: quack_layernorm(x, w, b, eps=1e-5)
 
 
+def _same_size_copy(x, w, b):
+    """Marker of the ceiling: forward ``y.copy_(x)``, backward ``torch.add(x, dy, out=dx)``."""
+    raise NotImplementedError("the copy is timed by _calls, not called as a layer norm")
+
+
 PROVIDERS: Dict[str, Callable[[], Callable]] = {
     "ln_tutorial": lambda: _ln_tutorial("deterministic"),
     "ln_tutorial-lock": lambda: _ln_tutorial("lock"),
@@ -88,6 +117,7 @@ PROVIDERS: Dict[str, Callable[[], Callable]] = {
     "apex": _apex,
     "flash-attn": _flash_attn,
     "quack": _quack,
+    CEILING: lambda: _same_size_copy,
 }
 
 
@@ -115,26 +145,142 @@ def copy_bandwidth(size_bytes: int = 1 << 30) -> float:
     return 2 * size_bytes / (ms * 1e-3) / 1e9
 
 
-def time_provider(fn: Callable, mode: str, m: int, n: int, dtype: torch.dtype) -> List[float]:
-    """GB/s at the 20th, 50th and 80th percentile of time (so p20 >= p50 >= p80)."""
-    from triton.testing import do_bench
+def _calls(fn: Callable, mode: str, m: int, n: int, dtype: torch.dtype, device: str) -> List[Callable]:
+    """One call of ``fn`` per copy of the inputs; on a GPU, enough copies that cycling
+    through them keeps every call's inputs out of L2."""
+    per_copy = (1 if mode == "forward" else 2) * m * n * torch.empty(0, dtype=dtype).element_size()
+    copies = 1 if device == "cpu" else max(1, min(64, math.ceil(L2_FOOTPRINT / per_copy)))
+    calls = []
+    for _ in range(copies):
+        x = -2.3 + 0.5 * torch.randn(m, n, device=device, dtype=dtype)
+        weight = torch.rand(n, device=device, dtype=dtype, requires_grad=True)
+        bias = torch.rand(n, device=device, dtype=dtype, requires_grad=True)
+        dy = 0.1 * torch.randn_like(x)
+        if fn is _same_size_copy:
+            out = torch.empty_like(x)
+            copy = (lambda x=x, out=out: out.copy_(x)) if mode == "forward" else (
+                lambda x=x, dy=dy, out=out: torch.add(x, dy, out=out))  # fmt: skip
+            calls.append(copy)
+        elif mode == "forward":
+            calls.append(lambda x=x, w=weight, b=bias: fn(x, w, b))
+        else:
+            x.requires_grad_(True)
+            y = fn(x, weight, bias)
+            # autograd.grad returns the gradients without accumulating them anywhere.
+            calls.append(lambda y=y, inputs=(x, weight, bias), dy=dy: torch.autograd.grad(y, inputs, dy, retain_graph=True))
+    return calls
 
-    x = -2.3 + 0.5 * torch.randn(m, n, device="cuda", dtype=dtype)
-    weight = torch.rand(n, device="cuda", dtype=dtype, requires_grad=True)
-    bias = torch.rand(n, device="cuda", dtype=dtype, requires_grad=True)
-    # warmup=100 ms: compiling a new size leaves the GPU idle and its clocks low.
-    if mode == "forward":
-        quantiles = do_bench(lambda: fn(x, weight, bias), warmup=100, quantiles=[0.2, 0.5, 0.8])
-    else:
-        x.requires_grad_(True)
-        y = fn(x, weight, bias)
-        dy = 0.1 * torch.randn_like(y)
-        quantiles = do_bench(
-            lambda: y.backward(dy, retain_graph=True), grad_to_none=[x, weight, bias], warmup=100,
-            quantiles=[0.2, 0.5, 0.8],
-        )
-    moved = ELEMENTS_MOVED[mode] * m * n * x.element_size()
-    return [moved / (ms * 1e-3) / 1e9 for ms in quantiles]
+
+def _sync(device: str) -> None:
+    if device != "cpu":
+        torch.cuda.synchronize()
+
+
+def _host_us(calls: List[Callable], count: int, device: str) -> float:
+    """Host-included µs per call: ``count`` calls back to back, one synchronisation."""
+    _sync(device)
+    start = time.perf_counter()
+    for i in range(count):
+        calls[i % len(calls)]()
+    _sync(device)
+    return (time.perf_counter() - start) / count * 1e6
+
+
+class _GpuTimer:
+    """GPU µs per call: a CUDA graph of ``count`` calls, replayed; where a provider cannot be
+    captured, CUDA events around each call ("events": launch gaps between kernels included)."""
+
+    def __init__(self, calls: List[Callable], count: int, stream: "torch.cuda.Stream"):
+        self.calls, self.count = calls, count
+        self.graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(self.graph, stream=stream):
+                for i in range(count):
+                    calls[i % len(calls)]()
+            self.kind = "graph"
+        except Exception as exc:
+            print(f"\nbench: CUDA graph capture failed ({type(exc).__name__}), timing with events", file=sys.stderr)
+            torch.cuda.synchronize()
+            self.graph, self.kind = None, "events"
+
+    def __call__(self) -> float:
+        if self.graph is not None:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            self.graph.replay()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) * 1e3 / self.count
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(self.count)]
+        for i, (start, end) in enumerate(events):
+            start.record()
+            self.calls[i % len(self.calls)]()
+            end.record()
+        torch.cuda.synchronize()
+        return sum(s.elapsed_time(e) for s, e in events) * 1e3 / self.count
+
+
+def _percentiles(values: List[float]) -> List[float]:
+    """20th, 50th and 80th percentiles (linear interpolation)."""
+    if len(values) == 1:
+        return values * 3
+    cuts = statistics.quantiles(values, n=10, method="inclusive")
+    return [cuts[1], statistics.median(values), cuts[7]]
+
+
+class _Point:
+    """One provider at one shape and direction: its calls, timers and samples. On a GPU it
+    works on a stream of its own: a graph is captured on a side stream, and a backward runs on
+    the stream of its forward, so the forward is made there too."""
+
+    def __init__(self, fn: Callable, mode: str, m: int, n: int, dtype: torch.dtype, device: str):
+        self.device = device
+        self.stream = torch.cuda.Stream() if device != "cpu" else None
+        self.gpu_us: List[float] = []
+        self.host_us: List[float] = []
+        with self._on_stream():
+            self.calls = _calls(fn, mode, m, n, dtype, device)
+            for call in self.calls:  # compile, autotune and allocate before anything is timed
+                call()
+            estimate = _host_us(self.calls, len(self.calls), device)
+            self.count = max(len(self.calls), min(500, math.ceil(REPETITION_SECONDS * 1e6 / max(estimate, 1.0))))
+            self.gpu = _GpuTimer(self.calls, self.count, self.stream) if self.stream else None
+
+    def _on_stream(self):
+        return torch.cuda.stream(self.stream) if self.stream else contextlib.nullcontext()
+
+    def sample(self, record: bool = True) -> None:
+        with self._on_stream():
+            gpu_us = self.gpu() if self.gpu is not None else None
+            host_us = _host_us(self.calls, self.count, self.device)
+        if record:
+            self.host_us.append(host_us)
+            if gpu_us is not None:
+                self.gpu_us.append(gpu_us)
+
+
+def time_provider(
+    fn: Callable, mode: str, m: int, n: int, dtype: torch.dtype, repetitions: int = 10, device: str = "cuda"
+) -> dict:
+    """One provider alone at one point: see :func:`measure`, which interleaves providers."""
+    point = _Point(fn, mode, m, n, dtype, device)
+    point.sample(record=False)
+    for _ in range(repetitions):
+        point.sample()
+    return _figures(point, mode, m, n, dtype, repetitions)
+
+
+def _figures(point: _Point, mode: str, m: int, n: int, dtype: torch.dtype, repetitions: int) -> dict:
+    """The CSV fields of one measured point (GB/s from the GPU time, where there is one)."""
+    moved = ELEMENTS_MOVED[mode] * m * n * torch.empty(0, dtype=dtype).element_size()
+    out = dict(timer=point.gpu.kind if point.gpu else "none", repetitions=repetitions, calls=point.count)
+    for name, us in zip(PERCENTILES, _percentiles(point.host_us)):
+        out[f"host_us_{name}"] = round(us, 2)
+    gpu_us = _percentiles(point.gpu_us) if point.gpu_us else [None] * 3
+    for name, us in zip(PERCENTILES, gpu_us):
+        out[f"gpu_us_{name}"] = round(us, 2) if us else None
+        out[f"gbps_{name}"] = round(moved / (us * 1e-6) / 1e9, 1) if us else None
+    return out
 
 
 def _commit() -> str:
@@ -163,72 +309,107 @@ def measure(
     sets: Sequence[str] = ("tutorial", "llm"),
     dtypes: Optional[Sequence[torch.dtype]] = None,
     progress: bool = True,
+    repetitions: int = 10,
+    device: Optional[str] = None,
 ) -> List[dict]:
-    """Measure live on the current GPU; return CSV rows (see :data:`COLUMNS`)."""
+    """Measure live (on the current GPU, or on the CPU through the interpreter with
+    ``device="cpu"``: host-included time only); return CSV rows (see :data:`COLUMNS`)."""
     import triton
 
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     fns = available_providers(providers)
-    copy_gbps = copy_bandwidth()
+    on_gpu = device != "cpu"
     base = dict(
-        copy_gbps=round(copy_gbps, 1), gpu=torch.cuda.get_device_name(), torch=torch.__version__,
+        copy_gbps=round(copy_bandwidth(), 1) if on_gpu else None,
+        gpu=torch.cuda.get_device_name() if on_gpu else "CPU (Triton interpreter)", torch=torch.__version__,
         triton=triton.__version__, date=datetime.date.today().isoformat(), commit=_commit(),
     )  # fmt: skip
-    plan = [
-        (name, mode, dtype, m, n)
-        for set_name in sets
-        for dtype in (dtypes or [SET_DTYPES[set_name]])
-        for m, n in SETS[set_name]
-        for mode in modes
-        for name in fns
-        if not (name == "ln_tutorial-lock" and mode == "forward")  # same forward as ln_tutorial
-    ]
+    plan = [(mode, dtype, m, n) for set_name in sets for dtype in (dtypes or [SET_DTYPES[set_name]])
+            for m, n in SETS[set_name] for mode in modes]  # fmt: skip
     rows = []
-    for i, (name, mode, dtype, m, n) in enumerate(plan):
+    for i, (mode, dtype, m, n) in enumerate(plan):
         if progress:
-            print(f"\rbench [{i + 1}/{len(plan)}] {name} {mode} {m}x{n}".ljust(70), end="", file=sys.stderr)
-        try:
-            p20, p50, p80 = time_provider(fns[name], mode, m, n, dtype)
-        except Exception as exc:
-            print(f"\nbench: {name} {mode} {str(dtype)[6:]} {m}x{n} failed: {type(exc).__name__}: "
-                  f"{str(exc).splitlines()[0] if str(exc) else ''}", file=sys.stderr)  # fmt: skip
+            print(f"\rbench [{i + 1}/{len(plan)}] {mode} {m}x{n}".ljust(60), end="", file=sys.stderr)
+        points = {}
+        for name, fn in fns.items():
+            if name == "ln_tutorial-lock" and mode == "forward":
+                continue  # same forward as ln_tutorial
+            try:
+                points[name] = _Point(fn, mode, m, n, dtype, device)
+            except Exception as exc:
+                _report_failure(name, mode, dtype, m, n, exc, on_gpu)
+        names = list(points)
+        for name in names:  # one round unrecorded: the GPU's clocks rise after compiling
+            points[name].sample(record=False)
+        for r in range(repetitions if names else 0):  # interleaved, each repetition one provider later
+            for name in names[r % len(names):] + names[: r % len(names)]:
+                points[name].sample()
+        for name, point in points.items():
+            rows.append(dict(provider=name, mode=mode, dtype=str(dtype).removeprefix("torch."), M=m, N=n,
+                             **_figures(point, mode, m, n, dtype, repetitions), **base))  # fmt: skip
+        del points
+        if on_gpu:
             torch.cuda.empty_cache()
-            continue
-        rows.append(dict(provider=name, mode=mode, dtype=str(dtype).removeprefix("torch."), M=m, N=n,
-                         gbps_p20=round(p20, 1), gbps_p50=round(p50, 1), gbps_p80=round(p80, 1), **base))  # fmt: skip
     if progress:
         print(file=sys.stderr)
     return rows
 
 
+def _report_failure(name, mode, dtype, m, n, exc, on_gpu) -> None:
+    first_line = str(exc).splitlines()[0] if str(exc) else ""
+    print(f"\nbench: {name} {mode} {str(dtype)[6:]} {m}x{n} failed: {type(exc).__name__}: {first_line}",
+          file=sys.stderr)  # fmt: skip
+    if on_gpu:
+        torch.cuda.empty_cache()
+
+
 # --- recorded results ---------------------------------------------------------------------
 
 
-def save_results(rows: List[dict], path: Optional[Path] = None) -> Path:
-    """Append rows to ``data/benchmarks/<gpu-slug>.csv`` (header written once)."""
-    path = Path(path) if path else RESULTS_DIR / f"{gpu_slug(rows[0]['gpu'])}.csv"
+def _key(row: dict) -> tuple:
+    return tuple(str(row[k]) for k in KEY)
+
+
+def save_results(rows: List[dict], path: Path = DEFAULT_CSV) -> Path:
+    """Write ``rows`` into ``path``, replacing the rows recorded there for the same
+    GPU, provider, direction, dtype and shape: one current result per key."""
+    path = Path(path)
+    new_keys = {_key(r) for r in rows}
+    kept = [r for r in (load_results(path) if path.exists() else []) if _key(r) not in new_keys]
     path.parent.mkdir(parents=True, exist_ok=True)
-    new = not path.exists()
-    with path.open("a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        if new:
-            writer.writeheader()
-        writer.writerows(rows)
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows([{k: ("" if r.get(k) is None else r[k]) for k in COLUMNS} for r in kept + rows])
     return path
 
 
+_INTS = ("M", "N", "repetitions", "calls")
+_FLOATS = ("gbps_p20", "gbps_p50", "gbps_p80", "copy_gbps", "gpu_us_p20", "gpu_us_p50", "gpu_us_p80",
+           "host_us_p20", "host_us_p50", "host_us_p80")  # fmt: skip
+
+
 def load_results(path: Optional[Path] = None) -> List[dict]:
-    """Rows of one recorded CSV, or of every CSV in ``data/benchmarks/``, with typed numbers."""
+    """Rows of one recorded CSV, or of every CSV in ``data/benchmarks/``, with typed numbers.
+    A column a row's file does not have (older files) reads ``None``; their timer is do_bench."""
     paths = [Path(path)] if path else sorted(RESULTS_DIR.glob("*.csv"))
     rows = []
     for p in paths:
         with p.open(newline="") as f:
-            for row in csv.DictReader(f):
-                for key in ("M", "N"):
-                    row[key] = int(row[key])
-                for key in ("gbps_p20", "gbps_p50", "gbps_p80", "copy_gbps"):
-                    row[key] = float(row[key])
+            for raw in csv.DictReader(f):
+                row = {k: raw.get(k) or None for k in COLUMNS}
+                row["timer"] = row["timer"] or "do_bench"
+                for key in _INTS:
+                    row[key] = int(row[key]) if row[key] else None
+                for key in _FLOATS:
+                    row[key] = float(row[key]) if row[key] else None
                 rows.append(row)
     return rows
+
+
+def current_results(rows: List[dict]) -> List[dict]:
+    """The last row recorded for each GPU, provider, direction, dtype and shape."""
+    return list({_key(r): r for r in rows}.values())
 
 
 def latest_run(rows: List[dict]) -> List[dict]:
@@ -243,60 +424,148 @@ def provenance(rows: List[dict]) -> str:
     """One line saying where and when ``rows`` were measured."""
     if not rows:
         return "no results"
-    r = rows[0]
-    return (f"{r['gpu']}, torch {r['torch']}, triton {r['triton']}, {r['date']}, commit {r['commit']}, "
-            f"copy {r['copy_gbps']:.0f} GB/s")  # fmt: skip
+
+    def values(key):
+        return ", ".join(dict.fromkeys(str(r[key]) for r in rows))
+
+    copy = f", copy {rows[0]['copy_gbps']:.0f} GB/s" if rows[0].get("copy_gbps") else ""
+    return f"{values('gpu')}, torch {values('torch')}, triton {values('triton')}, {values('date')}, commit {values('commit')}{copy}"
 
 
-def _by_provider(rows: List[dict], mode: str, shapes: Sequence) -> Dict[str, Dict[tuple, float]]:
+def compare(recorded: List[dict], live: List[dict], tolerance: Dict[str, float] = TOLERANCE) -> List[str]:
+    """The points where ``live`` strays from ``recorded`` by more than ``tolerance`` at the
+    median, GPU time and host-included time apart (only where both carry the figure)."""
+    old = {_key(r)[1:]: r for r in recorded}
+    out = []
+    for row in live:
+        ref = old.get(_key(row)[1:])
+        for figure, column in (("gpu", "gpu_us_p50"), ("host", "host_us_p50")):
+            if ref and ref.get(column) and row.get(column):
+                change = row[column] / ref[column] - 1
+                if abs(change) > tolerance[figure]:
+                    out.append(f"{row['provider']} {row['mode']} {row['M']}x{row['N']}: {figure} time "
+                               f"{ref[column]:.1f} -> {row[column]:.1f} us ({100 * change:+.0f}%)")  # fmt: skip
+    return out
+
+
+def gbps(row: dict, figure: str = "gpu", percentile: str = "p50") -> Optional[float]:
+    """GB/s of a row from its GPU time (for rows without one, the recorded ``gbps_*``) or
+    from its host-included time; ``None`` where the row has no such figure."""
+    if figure == "gpu":
+        return row.get(f"gbps_{percentile}")
+    us = row.get(f"host_us_{percentile}")
+    if not us:
+        return None
+    size = torch.empty(0, dtype=getattr(torch, row["dtype"])).element_size()
+    return ELEMENTS_MOVED[row["mode"]] * row["M"] * row["N"] * size / (us * 1e-6) / 1e9
+
+
+def _by_provider(rows: List[dict], mode: str, shapes: Sequence, figure: str = "gpu") -> Dict[str, Dict[tuple, float]]:
     table: Dict[str, Dict[tuple, float]] = {}
     for r in rows:
-        if r["mode"] == mode and (r["M"], r["N"]) in shapes:
-            table.setdefault(r["provider"], {})[(r["M"], r["N"])] = r["gbps_p50"]
+        value = gbps(r, figure) if r["mode"] == mode and (r["M"], r["N"]) in shapes else None
+        if value:
+            table.setdefault(r["provider"], {})[(r["M"], r["N"])] = value
     return table
 
 
-def format_table(rows: List[dict], mode: str, set_name: str = "tutorial") -> str:
+def format_table(rows: List[dict], mode: str, set_name: str = "tutorial", figure: str = "gpu") -> str:
     """GB/s (median) per N, one column per provider, like the Triton tutorial's printed output."""
     shapes = [s for s in SETS[set_name] if any((r["M"], r["N"]) == s and r["mode"] == mode for r in rows)]
-    table = _by_provider(rows, mode, shapes)
+    table = _by_provider(rows, mode, shapes, figure)
     names = list(table)
-    lines = [f"layer-norm-{mode} (GB/s, median):", "".join([f"{'N':>8}"] + [f"{p:>17}" for p in names])]
+    timers = {r["timer"] for r in rows if r["mode"] == mode and (r["M"], r["N"]) in shapes}
+    label = "host-included time" if figure == "host" else "do_bench time" if timers == {"do_bench"} else "GPU time"
+    lines = [f"layer-norm-{mode} (GB/s from the median {label}):",
+             "".join([f"{'N':>8}"] + [f"{p:>17}" for p in names])]  # fmt: skip
     for m, n in shapes:
         cells = [f"{table[p].get((m, n), float('nan')):>17.1f}" for p in names]
         lines.append("".join([f"{n:>8}"] + cells))
     return "\n".join(lines)
 
 
+def _ceiling(rows: List[dict], mode: str, shape: tuple) -> Optional[float]:
+    """GB/s of the copy of the same size where recorded, else the 1 GB copy."""
+    same = [r for r in rows if r["provider"] == CEILING and r["mode"] == mode and (r["M"], r["N"]) == shape]
+    if same and gbps(same[0]):
+        return gbps(same[0])
+    copies = [r["copy_gbps"] for r in rows if r.get("copy_gbps")]
+    return copies[0] if copies else None
+
+
 def llm_table(rows: List[dict], mode: str) -> str:
-    """Median GB/s as a percentage of the copy bandwidth, per LLM shape and provider."""
+    """Median GB/s as a percentage of the ceiling (the same-size copy where recorded,
+    else the 1 GB copy), per LLM shape and provider."""
     shapes = [s for s in SETS["llm"] if any((r["M"], r["N"]) == s and r["mode"] == mode for r in rows)]
     table = _by_provider(rows, mode, shapes)
-    copy = rows[0]["copy_gbps"] if rows else float("nan")
+    table.pop(CEILING, None)
     names = list(table)
-    lines = [f"layer-norm-{mode}, % of copy ({copy:.0f} GB/s):", "".join([f"{'M x N':>14}"] + [f"{p:>17}" for p in names])]
+    lines = [f"layer-norm-{mode}, % of the ceiling:", "".join([f"{'M x N':>14}"] + [f"{p:>17}" for p in names])]
     for m, n in shapes:
-        cells = [f"{100 * table[p][(m, n)] / copy:>16.1f}%" if (m, n) in table[p] else f"{'-':>17}" for p in names]
+        ceiling = _ceiling(rows, mode, (m, n))
+        cells = [f"{100 * table[p][(m, n)] / ceiling:>16.1f}%" if (m, n) in table[p] and ceiling else f"{'-':>17}"
+                 for p in names]  # fmt: skip
         lines.append("".join([f"{f'{m}x{n}':>14}"] + cells))
     return "\n".join(lines)
 
 
-def plot_sweep(rows: List[dict], mode: str, ax=None, set_name: str = "tutorial"):
-    """GB/s against N for each provider, with the copy ceiling dashed; returns the axes."""
+# Shape classes of the summary on the performance page: (name, set, predicate on (M, N, element size)).
+SHAPE_CLASSES = [
+    ("short rows (N ≤ 4096)", "tutorial", lambda m, n, s: n <= 4096),
+    ("wide rows (4096 < N < 16384)", "tutorial", lambda m, n, s: n > 4096),
+    ("LLM shapes, rows ≤ 16 KB", "llm", lambda m, n, s: n * s <= 16384),
+    ("past the register budget (rows ≥ 32 KB)", "llm", lambda m, n, s: n * s >= 32768),
+]
+
+
+def class_summary(rows: List[dict], mode: str) -> List[dict]:
+    """Per shape class: the mean GB/s (GPU time, median) over the class's recorded shapes of
+    each provider that has them all (so that the columns compare like with like), that of
+    the ceiling, and the number of shapes."""
+    out = []
+    for name, set_name, member in SHAPE_CLASSES:
+        table = _by_provider(rows, mode, [(m, n) for m, n in SETS[set_name] if member(m, n, 2)])
+        table.pop(CEILING, None)
+        common = sorted({s for points in table.values() for s in points})
+        table = {p: points for p, points in table.items() if all(s in points for s in common)}
+        if not common or not table:
+            continue
+        ceilings = [_ceiling(rows, mode, s) for s in common]
+        out.append(dict(
+            shape_class=name, shapes=len(common),
+            gbps={p: statistics.fmean(points[s] for s in common) for p, points in table.items()},
+            ceiling=statistics.fmean(ceilings) if all(ceilings) else None,
+            same_size_ceiling=any(r["provider"] == CEILING for r in rows),
+        ))  # fmt: skip
+    return out
+
+
+def plot_sweep(rows: List[dict], mode: str, ax=None, set_name: str = "tutorial", figure: str = "gpu"):
+    """GB/s against N for each provider, the median as a line and the 20th–80th percentiles
+    as a band where recorded, with the ceiling dashed; returns the axes."""
     import matplotlib.pyplot as plt
 
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 4.5))
-    table = _by_provider(rows, mode, SETS[set_name])
-    for name, points in table.items():
-        ns = sorted(points, key=lambda s: s[1])
+    curves: Dict[str, Dict[int, dict]] = {}
+    for r in rows:
+        if r["mode"] == mode and (r["M"], r["N"]) in SETS[set_name] and gbps(r, figure):
+            curves.setdefault(r["provider"], {})[r["N"]] = r
+    for name, points in curves.items():
+        ns = sorted(points)
         color = f"C{list(PROVIDERS).index(name) % 10}" if name in PROVIDERS else None  # same colour on every plot
-        ax.plot([s[1] for s in ns], [points[s] for s in ns], marker=".", label=name, color=color,
-                linewidth=2.5 if name == "ln_tutorial" else 1.2)  # fmt: skip
-    if rows:
-        ax.axhline(rows[0]["copy_gbps"], linestyle="--", color="gray", label="copy (ceiling)")
+        if name == CEILING:
+            color, style = "gray", dict(linestyle="--", linewidth=1)
+        else:
+            style = dict(marker=".", linewidth=2.5 if name == "ln_tutorial" else 1.2)
+        ax.plot(ns, [gbps(points[n], figure) for n in ns], label=name, color=color, **style)
+        slow, fast = ([gbps(points[n], figure, p) for n in ns] for p in ("p80", "p20"))  # more time, fewer GB/s
+        if all(slow) and all(fast):
+            ax.fill_between(ns, slow, fast, color=color, alpha=0.2, linewidth=0)
+    if rows and rows[0].get("copy_gbps") and CEILING not in curves:
+        ax.axhline(rows[0]["copy_gbps"], linestyle="--", color="gray", label="1 GB copy (ceiling)")
     ax.set_xlabel("N (row length)")
-    ax.set_ylabel("GB/s")
+    ax.set_ylabel("GB/s" + (" (GPU time)" if figure == "gpu" else " (host-included time)"))
     ax.set_ylim(bottom=0)
     # The title says where and when the numbers were measured.
     title = f"layer-norm-{mode}, M = 4096, float16" if set_name == "tutorial" else f"layer-norm-{mode}"
@@ -307,29 +576,42 @@ def plot_sweep(rows: List[dict], mode: str, ax=None, set_name: str = "tutorial")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m ln_tutorial.bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--providers", nargs="+", choices=list(PROVIDERS), help="default: all importable")
-    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
-    parser.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
-    parser.add_argument("--dtypes", nargs="+", choices=["float16", "bfloat16", "float32"], help="default: per set")
-    parser.add_argument("--csv", type=Path, help="default: ln_tutorial/data/benchmarks/<gpu-slug>.csv")
+    parser = argparse.ArgumentParser(
+        prog="python -m ln_tutorial.bench", description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )  # fmt: skip
+    parser.add_argument("--providers", nargs="+", choices=list(PROVIDERS), default=list(PROVIDERS),
+                        help="those that do not import are left out")  # fmt: skip
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), help="directions")
+    parser.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS),
+                        help="shape sets: the Triton tutorial's sweep (M = 4096) and shapes of language models")  # fmt: skip
+    parser.add_argument("--dtypes", nargs="+", choices=["float16", "bfloat16", "float32"],
+                        help="measure every set in these dtypes instead of its own (tutorial: float16, llm: bfloat16)")
+    parser.add_argument("--repetitions", type=int, default=10, help="interleaved repetitions per point")
+    parser.add_argument("--csv", type=Path, default=DEFAULT_CSV,
+                        help="where results are written (rows of the same key replaced)")  # fmt: skip
+    parser.add_argument("--compare", type=Path, help="a recorded CSV to check the new results against")
     parser.add_argument("--plots", type=Path, default=Path("bench-plots"), help="folder for the PNG plots")
     parser.add_argument("--no-save", action="store_true", help="print only; record nothing")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         parser.error("measuring needs a CUDA GPU; recorded results are in " + str(RESULTS_DIR))
     dtypes = [getattr(torch, d) for d in args.dtypes] if args.dtypes else None
-    rows = measure(args.providers, args.modes, args.sets, dtypes)
+    rows = measure(args.providers, args.modes, args.sets, dtypes, repetitions=args.repetitions)
     if not rows:
         sys.exit("bench: nothing was measured")
     print(provenance(rows))
     for mode in args.modes:
         if "tutorial" in args.sets:
             print(format_table(rows, mode))
+            print(format_table(rows, mode, figure="host"))
         if "llm" in args.sets:
             print(llm_table(rows, mode))
+    if args.compare:
+        strays = compare(current_results(load_results(args.compare)), rows)
+        print(f"{len(strays)} points outside the tolerance {TOLERANCE} of {args.compare}", *strays, sep="\n  ")
     if not args.no_save:
-        print("appended to", save_results(rows, args.csv))
+        print("written to", save_results(rows, args.csv))
         _save_plots(rows, args)
 
 
@@ -341,11 +623,12 @@ def _save_plots(rows: List[dict], args) -> None:
 
     args.plots.mkdir(parents=True, exist_ok=True)
     for mode in args.modes:
-        ax = plot_sweep(rows, mode)
-        path = args.plots / f"{gpu_slug(rows[0]['gpu'])}-{mode}.png"
-        ax.figure.savefig(path, dpi=120, bbox_inches="tight")
-        plt.close(ax.figure)
-        print("plot:", path)
+        for figure in ("gpu", "host"):
+            ax = plot_sweep(rows, mode, figure=figure)
+            path = args.plots / f"{gpu_slug(rows[0]['gpu'])}-{mode}-{figure}.png"
+            ax.figure.savefig(path, dpi=120, bbox_inches="tight")
+            plt.close(ax.figure)
+            print("plot:", path)
 
 
 if __name__ == "__main__":

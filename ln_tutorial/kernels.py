@@ -27,7 +27,7 @@ def reciprocal(N, COMPUTE: tl.constexpr):
     Row means are then ``Σ · (1/N)``: exact when ``N = 1`` (so ``x - mean`` and
     ``dx`` are exactly 0 there, as in torch). Triton's ``/`` on float32 is a fast
     approximate division (up to 2 ulp off); the correctly rounded ``div_rn`` in
-    every row cost up to a third of the bandwidth on the H100 (performance notes).
+    every row cost up to a third of the bandwidth on the H100.
     """
     one = tl.full([], 1.0, COMPUTE)
     if COMPUTE == tl.float32:
@@ -445,9 +445,9 @@ def add_pair(a, b, c, d):
 
     Two ``tl.sum`` calls each end in their own exchange between warps (shared
     memory and a barrier); one ``tl.reduce`` of the pair exchanges both at once.
-    In the split kernel that gained 1-2 % at the wide shapes (performance notes,
-    run 100); in the persistent kernel it moved the two-tile rows by -24 to +6 %
-    with no pattern (runs 103-104), so that kernel sums twice.
+    In the split kernel that gained 1-2 % at the wide shapes; in the persistent
+    kernel it moved the two-tile rows by -24 to +6 % with no pattern, so that
+    kernel sums twice.
     """
     return a + c, b + d
 

@@ -2,14 +2,13 @@
 
 Gluon kernels choose their own data layouts. The two here are the fused forward
 (``kernels.layer_norm_fwd_kernel``) for wide half-precision rows, with the row
-statistics crossing between warps once instead of twice (performance notes, run
-130), padded rows held as two tiles (run 139), and the same for rows of 128 KB
-held by the two programs of a thread-block cluster, which trade their halves'
-statistics through each other's shared memory (Hopper or later; run 133). Both
-take the fused kernel's arguments (the first also the tail's width), so the
-launchers launch either (the cluster kernel in clusters of two programs,
-``launch.Launcher``). Triton's interpreter cannot run Gluon: there, and for
-every other row, the Triton kernels run.
+statistics crossing between warps once instead of twice, padded rows held as
+two tiles, and the same for rows of 128 KB held by the two programs of a
+thread-block cluster, which trade their halves' statistics through each other's
+shared memory (Hopper or later). Both take the fused kernel's arguments (the
+first also the tail's width), so the launchers launch either (the cluster kernel
+in clusters of two programs, ``launch.Launcher``). Triton's interpreter cannot
+run Gluon: there, and for every other row, the Triton kernels run.
 """
 
 from triton.experimental import gluon
@@ -200,7 +199,7 @@ def layer_norm_fwd_cluster_kernel(
     row = (gl.program_id(0) // 2).to(gl.int64)
     start = rank * HALF
     x, cols, mask, n_g = _load_tile(X + row * stride_x, start, N, HALF, VEC, WARPS, COMPUTE)
-    # Ask L1 for this half of w and b while the sums and the trade run (run 136: +2 %; issued
+    # Ask L1 for this half of w and b while the sums and the trade run (+2 %; issued
     # before the loads of x, or just before the trade, it was slower). One address per 16-byte vector.
     per_vector: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [WARPS, 1], [1, 0])
     vectors = gl.minimum(  # a padded row's last value stands in for the columns past it

@@ -39,7 +39,7 @@ MAX_FUSED_BWD_BYTES = 32768
 DWDB_BLOCK_N = 256  # columns per program of the wide-row dW/dB kernel
 # Inputs up to this size take the one-launch backward: there the GPU waits for the
 # host's second launch; past it the GPU is the bottleneck and two launches measured
-# 1-3 % faster end to end (docs/performance.md, run 39).
+# 1-3 % faster end to end.
 ONE_LAUNCH_MAX_BYTES = 64 * 2**20
 REDUCE_BLOCK_N, REDUCE_BLOCK_P = 32, 128  # tile of the final dW/dB reduction
 
@@ -68,61 +68,46 @@ class BackwardConfig(NamedTuple):
     split: bool = False  # wide rows: cdiv(N, block_n) programs share each row, block_n columns each
 
 
-# Measured on an H100 (tools/tune.py; docs/performance.md has the numbers),
-# keyed by the padded row size in bytes: (rows per program, warps) for the
-# forward, (rows per loop step, warps, programs per SM, tiles in flight, reload)
-# for the backward. Short rows are packed several to a program so that each
-# program moves enough bytes to hide memory latency; long rows get more warps,
-# but past about 32 values per thread the extra warps only add reduction
-# overhead. In the backward's loop over its rows, tiles in flight > 1 let Triton
-# issue the loads of the next tiles while the current one is reduced and stored;
-# at 32 KB rows the tile is read a second time (from L2) instead of being held
-# in registers across the row sums. Wider rows loop over 16384-element steps with
-# 32 warps (8192 with 16 warps: 1303 instead of 1526 GB/s at 2048 x 65536).
+# Measured on an H100 with tools/tune.py, keyed by the padded row size in bytes: (rows per
+# program, warps) for the forward, (rows per loop step, warps, programs per SM, tiles in flight,
+# reload) for the backward. Short rows are packed several to a program so that each program moves
+# enough bytes to hide memory latency; long rows get more warps, but past about 32 values per
+# thread the extra warps only add reduction overhead. In the backward's loop over its rows, tiles
+# in flight > 1 let Triton issue the loads of the next tiles while the current one is reduced and
+# stored; at 32 KB rows the tile is read a second time (from L2) instead of being held in
+# registers across the row sums.
 FORWARD_TABLE = {2048: (8, 4), 4096: (2, 8), 8192: (2, 16), 16384: (1, 16), 32768: (1, 8), 65536: (1, 32)}
+# Wider rows loop over 16384-element steps with 32 warps: faster than 8192 with 16 warps
+# (1526 against 1303 GB/s at 2048 x 65536 bfloat16).
 FORWARD_LOOPED = ForwardConfig(True, 1, 16384, 32)
-# Half-precision rows that the table's power-of-two tiles pad, by padded row bytes:
-# [(configuration, the longest row it takes)]. 2049 to 4095 values: 8 warps rather than
-# 16 (run 63: 1989 against 1741 GB/s at 4096 x 2560, 2227 against 2131 at 3584).
-# 4097 to 6656: 8 warps rather than 16 (run 70: 2271 against 2016 at 4096 x 4608, 2658
-# against 2513 at 6656; longer rows not measured).
-# 8193 to 12287: a quarter to a half of the lanes would idle; a loop over 2048-value
-# steps idles none (run 61: 2528 against 2197 at 4096 x 8704, 2520 against 2321 at
-# 9216; at 12288 2657 against 2631; at 16384 the fused kernel wins, 2886 against 2443).
-# With the Gluon kernel the last two take FORWARD_TWO_TILES instead.
-# Rows of 8 KB (padded): each program also prefetches into L2 the rows of the program 264
-# later, whose loads then come from L2 (run 99, at the launcher: 2846 and 2866 against 2822 and
-# 2808 GB/s at 16384 x 4096 bfloat16, 2419 against 2307 at 4096 x 4096, 2175 against 2108 at
-# 4096 x 3072; float32 16384 x 2048 2788 against 2822, within 1 %). Shorter and longer rows
-# lost or did not move (runs 95, 99).
+# Rows of 8 KB (padded): each program also prefetches into L2 the rows of the program 264 later,
+# whose loads then come from L2: up to 5 % faster at 4096 x 3072 ... 16384 x 4096, within 1 % in
+# float32. Shorter and longer rows lost or did not move.
 FORWARD_PREFETCH = {8192: 264}
 # Half-precision rows held whole by one program of many warps, by padded row bytes: the Gluon
-# kernel, whose warps trade the row sums once, with these warps (run 130, at the launcher: 2839-2845
-# against 2783-2784 GB/s at 4096 x 32768 bfloat16, 2870-2878 against 2806-2815 in float16; 16 warps
-# rather than 8 at 32 KB: 2706 against 2661-2679 at 4096 x 12800, 2785-2791 against 2744-2767 at
-# 15872, 2899-2909 against 2886-2896 at 8192 x 16384). 16 KB rows and less: no gain (16384 x 8192
-# level, 16384 x 4096 1 % slower with one row per program).
+# kernel, whose warps trade the row sums once instead of twice, with these warps (about 2 % faster
+# at 4096 x 32768; 16 warps rather than 8 at 32 KB rows). 16 KB rows and less: no gain.
 FORWARD_ONE_EXCHANGE = {65536: 32, 32768: 16}
 # Half-precision rows of exactly 65536 values (128 KB), by row bytes: each row shared by the two
-# programs of a thread-block cluster, 32 warps each, trading their halves' sums through each other's
-# shared memory (runs 133-134, at the launcher: 2508-2558 against 2432-2450 GB/s at 2048 x 65536
-# bfloat16, 2536-2568 against 2500-2501 in float16; clusters of 4 or 8 smaller programs were slower;
-# with w and b prefetched into L1, run 136, 2559-2603 in bfloat16).
-# Padded rows loop: the second half idles (1934-1937 against 2145-2167 GB/s at 4096 x 40000).
+# programs of a thread-block cluster, 32 warps each, trading their halves' sums through each
+# other's shared memory (about 4 % faster than the looped kernel at 2048 x 65536; clusters of 4 or
+# 8 smaller programs were slower). Padded rows of that size loop: the second half would idle.
 # Needs clusters, so sm_90 or later; elsewhere the looped kernel.
 FORWARD_CLUSTER = {131072: 32}
-# Half-precision rows of 4097 to 8191 and 8193 to 12287 values (16 and 32 KB padded), by padded row
-# bytes: [(warps, the longest row)]. The Gluon kernel holds such a row as two tiles, half the padded
-# width and a power-of-two tail (9728 = 8192 + 2048, 1536 of them used), instead of one padded tile,
-# whose idle lanes cost more than a loop (run 139, at the launcher, M = 4096 float16 against the
-# entries below: +7 to +11 % at 4608, +5 to +8 % at 5120, level at 6144 and 6656, +1 to +3 % at 7168
-# and 7680; 8 warps +3 to +10 % at 8704-10240, 16 warps +3 to +7 % at 10752-11776; 16384 rows in
-# bfloat16 +4 to +6 % at 5120, 9216, 10240 and 11264). Shorter padded rows lost (1536-3584).
+# Half-precision rows of 4097 to 8191 and 8193 to 12287 values (16 and 32 KB padded), by padded
+# row bytes: [(warps, the longest row)]. The Gluon kernel holds such a row as two tiles, half the
+# padded width and a power-of-two tail (9728 = 8192 + 2048, 1536 of them used), instead of one
+# padded tile, whose idle lanes cost more (up to 11 % at 4608, level at 6144 and 6656). Shorter
+# padded rows lost (1536-3584).
 FORWARD_TWO_TILES = {16384: [(8, 8191)], 32768: [(8, 10240), (16, 12287)]}
-# Half-precision rows of 1025 to 1792 values (4 KB padded): one row per program with 4 warps
-# (kernel durations, runs 125-126: 9.9 against 10.9 us at 4096 x 1088, 11.5 against 12.1 at
-# 4096 x 1536, 36.9 against 38.4 at 16384 x 1536, 12.9 against 13.1 at 4096 x 1792). Unpadded
-# 2048-value rows keep the table's two rows and 8 warps (48.6 against 47.8 us at 16384 x 2048).
+# Half-precision rows that the table's power-of-two tiles pad, by padded row bytes:
+# [(configuration, the longest row it takes)], used where FORWARD_TWO_TILES does not apply.
+# - 1025 to 1792 values: one row per program with 4 warps (kernels 1 to 9 % shorter);
+#   unpadded 2048-value rows keep the table's two rows and 8 warps.
+# - 2049 to 4095: 8 warps rather than 16 (up to 14 % faster at 2560).
+# - 4097 to 6656: 8 warps rather than 16 (up to 13 % faster at 4608; longer rows not measured).
+# - 8193 to 12287: a quarter to a half of the lanes would idle; a loop over 2048-value steps
+#   idles none (up to 15 % faster; at 16384 the fused kernel wins).
 FORWARD_PADDED = {
     4096: [(ForwardConfig(False, 1, 2048, 4), 1792)],
     8192: [(ForwardConfig(False, 2, 4096, 8, FORWARD_PREFETCH[8192]), 4095)],
@@ -135,24 +120,19 @@ BACKWARD_TABLE = {
 }  # fmt: skip
 BACKWARD_LOOPED = BackwardConfig(True, 16, 16384, 32, 1, 3)
 # Rows too wide for one program, by element size: shared by programs of 2048 columns, which trade
-# their row sums. Half precision: 4 warps, 4 per SM (run 72: 2223 against the looped kernels' 1530
-# GB/s at 4096 x 32768, 2133 against 1526 at 2048 x 65536). float32: 8 warps, 2 per SM (run 86:
-# 2415 against 1190 at 8192 x 16384, 2366 against 1308 at 4096 x 32768; 4 warps and 4 per SM do not
+# their row sums; about 1.45x the looped kernels in half precision, 2x in float32 at 8192 x 16384.
+# Half precision: 4 warps, 4 per SM. float32: 8 warps, 2 per SM (4 warps and 4 per SM do not
 # fit). float64 rows loop: the trade carries float32 sums.
 BACKWARD_SPLIT = BackwardConfig(False, 1, 2048, 4, 4, split=True)
 BACKWARD_WIDE = {2: BACKWARD_SPLIT, 4: BackwardConfig(False, 1, 2048, 8, 2, split=True)}
 # Half-precision rows that 2048-column parts would share among more than 16 programs: parts of
-# 4096 columns, 8 warps, 2 per SM, so half as many programs wait for each row's sums (run 107, at
-# the launcher: 2403-2409 against 2312-2324 GB/s at 2048 x 65536; +0.7 % at 4096 x 32768 and
-# -5.5 % at 8192 x 16384, which keep BACKWARD_SPLIT).
+# 4096 columns, 8 warps, 2 per SM, so half as many programs wait for each row's sums (about 4 %
+# faster at 2048 x 65536; at 8192 x 16384 it was slower, so those rows keep BACKWARD_SPLIT).
 BACKWARD_SPLIT_WIDEST = BackwardConfig(False, 1, 4096, 8, 2, split=True)
-# Half-precision rows of 8193 to 16384 values, by the longest row each entry takes: up to
-# 12288 values an 8192-wide tile plus a power-of-two tail (9216 = 8192 + 1024; run 67 at the
-# launcher: 2171 against 1665 GB/s at 4096 x 9216, 2463 against 1847 at 12288; run 93: still
-# ahead of the split kernel, 2158 against 2030 at 9216, 2423 against 2199 at 12288). Past that
-# the split kernel (run 79, end to end: 1881-2108 against 1852-2079 GB/s at 4096 x 12800 ...
-# 15872), at 16384 itself too since it prefetches (run 93: 2354 against the 16384-wide tile's
-# 2024 at 4096 x 16384; run 92: 2525 against 2297 at 8192 x 16384).
+# Half-precision rows of 8193 to 16384 values, by the longest row each entry takes: up to 12288
+# values an 8192-wide tile plus a power-of-two tail (9216 = 8192 + 1024), faster there than both
+# the padded tile and the split kernel; past that the split kernel, which prefetches its next
+# tile, also at 16384 itself.
 # An entry: (rows per loop step, warps, programs per SM, tiles in flight, reload, two tiles),
 # or a whole configuration.
 BACKWARD_PADDED = {32768: [((1, 8, 1, 3, False, True), 12288), (BACKWARD_SPLIT, 16384)]}
@@ -265,8 +245,8 @@ def _launch_arguments(args, device: int) -> Tuple[list, list]:
     an int above 1, whether it is a multiple of 16 and fits in 32 bits (0 and 1
     become constants, so they count by value); None and floats, their value; a
     tensor, its dtype and whether its address is 16-byte aligned. This runs on
-    every launch: one loop with the commonest cases first (run 48: as fast as
-    the key alone was, where two comprehensions cost a microsecond more).
+    every launch: one loop with the commonest cases first (as fast as the key
+    alone, where two comprehensions cost a microsecond more).
     """
     key, values = [], []
     for a in args:
@@ -709,7 +689,7 @@ def _split_registers(cfg: BackwardConfig) -> int:
 
     An SM has 65536 registers on every NVIDIA GPU since Kepler; a warp's come
     in steps of 8 per thread. Without the cap the prefetch's addresses took the
-    half-precision kernel past 128, and its grid was refused (run 91).
+    half-precision kernel past 128, and its grid was refused.
     """
     threads = cfg.programs_per_sm * cfg.num_warps * 32
     return min(255, 65536 // threads // 8 * 8)

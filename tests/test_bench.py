@@ -1,6 +1,8 @@
-"""The benchmark harness without a GPU: CSV round trip, tables, plots, failing providers."""
+"""The benchmark harness without a GPU: CSV round trip, tables, plots, a real run through the
+interpreter, failing providers, the command line."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -8,30 +10,50 @@ import torch
 from ln_tutorial import bench
 
 
-def _rows(provider="ln_tutorial", mode="forward", scale=1.0):
-    base = dict(copy_gbps=3000.0, gpu="Test GPU", torch="2.x", triton="3.x", date="2026-11-22", commit="abc1234")
-    rows = [dict(provider=provider, mode=mode, dtype="float16", M=m, N=n, gbps_p20=scale * n / 10 + 1,
-                 gbps_p50=scale * n / 10, gbps_p80=scale * n / 10 - 1, **base) for m, n in bench.SETS["tutorial"]]  # fmt: skip
-    rows += [dict(provider=provider, mode=mode, dtype="bfloat16", M=m, N=n, gbps_p20=2900.0, gbps_p50=2850.0,
-                  gbps_p80=2800.0, **base) for m, n in bench.SETS["llm"]]  # fmt: skip
+def _rows(provider="ln_tutorial", mode="forward", scale=1.0, commit="abc1234"):
+    base = dict(copy_gbps=3000.0, gpu="Test GPU", torch="2.x", triton="3.x", date="2026-11-22", commit=commit,
+                timer="graph", repetitions=10, calls=50)  # fmt: skip
+    rows = []
+    for set_name, dtype in (("tutorial", "float16"), ("llm", "bfloat16")):
+        for m, n in bench.SETS[set_name]:
+            gb = scale * n / 10 if set_name == "tutorial" else scale * 2850.0
+            moved = bench.ELEMENTS_MOVED[mode] * m * n * 2
+            us = {p: moved / (g * 1e9) * 1e6 for p, g in (("p20", gb + 1), ("p50", gb), ("p80", gb - 1))}
+            rows.append(dict(provider=provider, mode=mode, dtype=dtype, M=m, N=n, **base,
+                             **{f"gbps_{p}": g for p, g in (("p20", gb + 1), ("p50", gb), ("p80", gb - 1))},
+                             **{f"gpu_us_{p}": u for p, u in us.items()},
+                             **{f"host_us_{p}": 2 * u for p, u in us.items()}))  # fmt: skip
     return rows
 
 
-def test_csv_round_trip_keeps_columns_and_types(tmp_path):
+def test_csv_keeps_one_current_result_per_key(tmp_path):
     path = bench.save_results(_rows(), tmp_path / "gpu.csv")
-    bench.save_results(_rows("torch"), path)  # appended: one header
+    bench.save_results(_rows("torch"), path)
     assert path.read_text().splitlines()[0] == ",".join(bench.COLUMNS)
-    assert path.read_text().count("provider,") == 1
+    assert len(bench.load_results(path)) == 2 * len(_rows())
+    newer = [dict(r, commit="def5678") for r in _rows()[:3]]
+    bench.save_results(newer, path)  # replaces those three rows, keeps the rest
     rows = bench.load_results(path)
     assert len(rows) == 2 * len(_rows())
+    assert [r["commit"] for r in rows].count("def5678") == 3
     assert isinstance(rows[0]["N"], int) and isinstance(rows[0]["gbps_p50"], float)
     assert rows[0]["gbps_p20"] >= rows[0]["gbps_p50"] >= rows[0]["gbps_p80"]
 
 
-def test_latest_run_selects_the_last_commit():
+def test_old_rows_without_the_new_columns_load(tmp_path):
+    path = tmp_path / "old.csv"
+    old_columns = bench.COLUMNS[:14]
+    path.write_text(",".join(old_columns) + "\nln_tutorial,forward,float16,4096,1024,1500,1400,1300,3000,G,2,3,d,c\n")
+    (row,) = bench.load_results(path)
+    assert row["timer"] == "do_bench" and row["host_us_p50"] is None and row["gbps_p50"] == 1400.0
+    assert bench.gbps(row, "host") is None and bench.gbps(row, "gpu") == 1400.0
+
+
+def test_current_results_and_latest_run():
     old = _rows("torch")
     new = [dict(r, commit="def5678") for r in _rows()]
     assert bench.latest_run(old + new) == new
+    assert bench.current_results(old + new + new[:2]) == old + new
 
 
 def test_tables_and_provenance():
@@ -39,35 +61,83 @@ def test_tables_and_provenance():
     table = bench.format_table(rows, "forward")
     assert table.splitlines()[1].split() == ["N", "ln_tutorial", "torch"]
     assert "1024" in table and "1587.2" in table  # 15872 / 10
+    assert "793.6" in bench.format_table(rows, "forward", figure="host")  # twice the time
     llm = bench.llm_table(rows, "forward")
     assert "2048x65536" in llm and "95.0%" in llm  # 2850 / 3000
     assert bench.provenance(rows).startswith("Test GPU, torch 2.x, triton 3.x, 2026-11-22, commit abc1234")
 
 
-def test_plot_draws_every_provider_and_the_ceiling():
+def test_summary_uses_the_same_size_copy_where_recorded():
+    rows = _rows() + _rows("torch", scale=0.5)
+    (short,) = [c for c in bench.class_summary(rows, "forward") if c["shape_class"].startswith("short")]
+    assert short["shapes"] == 7 and short["ceiling"] == 3000.0 and not short["same_size_ceiling"]
+    assert math.isclose(short["gbps"]["ln_tutorial"], 2 * short["gbps"]["torch"])
+    rows += _rows(bench.CEILING, scale=2.0)
+    (short,) = [c for c in bench.class_summary(rows, "forward") if c["shape_class"].startswith("short")]
+    assert short["same_size_ceiling"] and math.isclose(short["ceiling"], 2 * short["gbps"]["ln_tutorial"])
+    assert bench.CEILING not in short["gbps"]
+
+
+def test_compare_flags_only_points_outside_the_tolerance():
+    recorded = _rows()
+    live = [dict(r) for r in recorded]
+    live[0]["gpu_us_p50"] *= 1 + bench.TOLERANCE["gpu"] / 2
+    live[1]["gpu_us_p50"] *= 1 + 2 * bench.TOLERANCE["gpu"]
+    live[2]["host_us_p50"] *= 1 + 2 * bench.TOLERANCE["host"]
+    strays = bench.compare(recorded, live)
+    assert len(strays) == 2 and "4096x1536: gpu" in strays[0] and "4096x2048: host" in strays[1]
+
+
+def test_plot_draws_every_provider_the_ceiling_and_bands():
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
     ax = bench.plot_sweep(_rows() + _rows("torch", scale=0.5), "forward")
-    labels = [line.get_label() for line in ax.get_lines()]
-    assert labels == ["ln_tutorial", "torch", "copy (ceiling)"]
+    assert [line.get_label() for line in ax.get_lines()] == ["ln_tutorial", "torch", "1 GB copy (ceiling)"]
+    assert len(ax.collections) == 2  # one p20-p80 band per provider
+    ax = bench.plot_sweep(_rows() + _rows(bench.CEILING, scale=2.0), "forward")
+    assert [line.get_label() for line in ax.get_lines()] == ["ln_tutorial", "copy"]
+
+
+def test_measure_runs_on_the_cpu_through_the_interpreter(monkeypatch):
+    """Every figure the CSV carries, from a real (tiny) run: providers interleaved, the
+    same-size copy included, host-included time only (there is no GPU time on a CPU)."""
+    monkeypatch.setattr(bench, "SETS", {"tiny": [(4, 64)]})
+    monkeypatch.setattr(bench, "SET_DTYPES", {"tiny": torch.float32})
+    rows = bench.measure(["ln_tutorial", "torch", "copy"], sets=("tiny",), progress=False, repetitions=3, device="cpu")
+    assert [(r["provider"], r["mode"]) for r in rows] == [
+        ("ln_tutorial", "forward"), ("torch", "forward"), ("copy", "forward"),
+        ("ln_tutorial", "backward"), ("torch", "backward"), ("copy", "backward"),
+    ]  # fmt: skip
+    for r in rows:
+        assert r["timer"] == "none" and r["gbps_p50"] is None and r["repetitions"] == 3
+        assert 0 < r["host_us_p20"] <= r["host_us_p50"] <= r["host_us_p80"]
 
 
 def test_failing_provider_records_nothing_and_says_why(monkeypatch, capsys):
-    monkeypatch.setattr(bench, "copy_bandwidth", lambda: 3000.0)
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda: "Test GPU")
-    monkeypatch.setattr(bench, "available_providers", lambda names: {"good": None, "bad": None})
+    monkeypatch.setattr(bench, "SETS", {"tiny": [(4, 64), (4, 128)]})
+    monkeypatch.setattr(bench, "SET_DTYPES", {"tiny": torch.float32})
 
-    def fake_time(fn_unused, mode, m, n, dtype):
-        if n == 2048:
+    def refuses_128(x, w, b):
+        if x.shape[-1] == 128:
             raise RuntimeError("out of shared memory")
-        return [3.0, 2.0, 1.0]
+        return torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b)
 
-    monkeypatch.setattr(bench, "time_provider", fake_time)
-    monkeypatch.setattr(bench, "SETS", {"tutorial": [(4, 1024), (4, 2048)]})
-    rows = bench.measure(modes=("forward",), sets=("tutorial",), progress=False)
-    assert [(r["provider"], r["N"]) for r in rows] == [("good", 1024), ("bad", 1024)]
-    assert "failed: RuntimeError: out of shared memory" in capsys.readouterr().err
-    assert all(math.isclose(r["copy_gbps"], 3000.0) for r in rows)
+    monkeypatch.setitem(bench.PROVIDERS, "picky", lambda: refuses_128)
+    rows = bench.measure(["picky", "torch"], modes=("forward",), sets=("tiny",), progress=False, repetitions=2,
+                         device="cpu")  # fmt: skip
+    assert [(r["provider"], r["N"]) for r in rows] == [("picky", 64), ("torch", 64), ("torch", 128)]
+    assert "picky forward float32 4x128 failed: RuntimeError: out of shared memory" in capsys.readouterr().err
+
+
+def test_cli_shows_defaults_and_writes_to_the_current_directory(capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["--help"])
+    out = capsys.readouterr().out
+    options = [o for o in re.findall(r"^  (--[a-z-]+)", out, re.M) if o != "--help"]
+    help_text = " ".join(out.split())
+    assert len(options) == 9 and help_text.count("(default:") == len(options)
+    assert "(default: ln_tutorial_bench.csv)" in help_text and "(default: 10)" in help_text
+    assert bench.DEFAULT_CSV == bench.Path("ln_tutorial_bench.csv") and not bench.DEFAULT_CSV.is_absolute()
 
 
 def test_cli_refuses_to_measure_without_gpu(monkeypatch):

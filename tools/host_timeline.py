@@ -10,15 +10,22 @@ autograd engine's device thread). Printed: the median, over calls, of the time
 of each mark since the call began.
 """
 
+import argparse
 import collections
+import os
 import statistics
-import sys
 import time
 
 import torch
-import torch.nn.functional as F
 
-from ln_tutorial import function, launch, layer_norm
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # before Triton compiles any kernel (a check of the tool only)
+
+import torch.nn.functional as F  # noqa: E402
+
+from ln_tutorial import function, launch, layer_norm  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 marks = []
 
@@ -39,11 +46,14 @@ def wrap_function(owner, name, label):
     setattr(owner, name, wrapped)
 
 
+def sync():
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
 def compiled_tables():
-    """The tables of directly launched kernels: one per ``Launcher`` (one in all before them)."""
-    if hasattr(launch, "_launchers"):
-        return [launcher.compiled for launcher in launch._launchers.values()]
-    return [launch._compiled_kernels]
+    """The tables of directly launched kernels, one per ``Launcher`` (empty under the interpreter)."""
+    return [launcher.compiled for launcher in launch._launchers.values()]
 
 
 def wrap_compiled_launchers():
@@ -58,15 +68,15 @@ def wrap_compiled_launchers():
             table[key] = (timed_run, *rest)
 
 
-def timeline(call, reps=300, before=None):
+def timeline(call, reps, before=None):
     """Median time (us) of each mark since the start of ``call``."""
-    for _ in range(20):
+    for _ in range(min(reps, 20)):
         call()
     offsets = collections.defaultdict(list)
     for _ in range(reps):
         if before:
             before()
-        torch.cuda.synchronize()
+        sync()
         marks.clear()
         start = time.perf_counter_ns()
         call()
@@ -95,11 +105,13 @@ def report(title, rows):
         print(f"  {us:8.1f} us  {label}")
 
 
-def main():
-    for m, n in [(4096, 1024), (4096, 8192)]:
-        x = torch.randn(m, n, device="cuda", dtype=torch.float16)
-        w = torch.rand(n, device="cuda", dtype=torch.float16, requires_grad=True)
-        b = torch.rand(n, device="cuda", dtype=torch.float16, requires_grad=True)
+def main(args):
+    dtype = getattr(torch, args.dtype)
+    reps = args.reps
+    for m, n in [tuple(map(int, shape.split("x"))) for shape in args.shapes.split(",")]:
+        x = torch.randn(m, n, device=DEVICE, dtype=dtype)
+        w = torch.rand(n, device=DEVICE, dtype=dtype, requires_grad=True)
+        b = torch.rand(n, device=DEVICE, dtype=dtype, requires_grad=True)
         dy = 0.1 * torch.randn_like(x)
         xg = x.clone().requires_grad_()
         params = (xg, w, b)
@@ -113,40 +125,47 @@ def main():
         y_torch = F.layer_norm(xg, (n,), w, b)
         y_identity = Identity.apply(xg)
         wrap_compiled_launchers()
-        cache = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int, device="cuda")
-        event = torch.cuda.Event(enable_timing=True)
-        report(f"{m}x{n} float16: do_bench's own steps", timeline(lambda: (mark("zero_"), cache.zero_(),
-               mark("record"), event.record()), before=reset))  # fmt: skip
-        report("  forward, ln_tutorial (grad enabled)", timeline(lambda: layer_norm(xg, (n,), w, b)))
-        report("  forward, torch", timeline(lambda: F.layer_norm(xg, (n,), w, b)))
+        report(f"{m}x{n} {args.dtype}, forward, ln_tutorial (grad enabled)", timeline(lambda: layer_norm(xg, (n,), w, b), reps))
+        report("  forward, torch", timeline(lambda: F.layer_norm(xg, (n,), w, b), reps))
         for name, y in (("identity Function", y_identity), ("torch", y_torch), ("ln_tutorial", y_ours)):
-            report(f"  backward, {name}", timeline(lambda y=y: y.backward(dy, retain_graph=True), before=reset))
+            report(f"  backward, {name}", timeline(lambda y=y: y.backward(dy, retain_graph=True), reps, before=reset))
         torch.autograd.set_multithreading_enabled(False)
         report("  backward, identity Function, engine on the calling thread",
-               timeline(lambda: y_identity.backward(dy, retain_graph=True), before=reset))  # fmt: skip
+               timeline(lambda: y_identity.backward(dy, retain_graph=True), reps, before=reset))  # fmt: skip
         report("  backward, ln_tutorial, engine on the calling thread",
-               timeline(lambda: y_ours.backward(dy, retain_graph=True), before=reset))  # fmt: skip
+               timeline(lambda: y_ours.backward(dy, retain_graph=True), reps, before=reset))  # fmt: skip
         torch.autograd.set_multithreading_enabled(True)
         _, mean, rstd = launch.layer_norm_forward(x, w, b, 1e-5)
         report("  launch.layer_norm_backward, called directly",
-               timeline(lambda: launch.layer_norm_backward(dy, x, w, b, mean, rstd)))  # fmt: skip
+               timeline(lambda: launch.layer_norm_backward(dy, x, w, b, mean, rstd), reps))  # fmt: skip
         for table in compiled_tables():
             table.clear()
 
 
-if "--detail" in sys.argv:
-    for name in ("new_empty", "unbind", "stride", "get_device"):
-        wrap_function(torch.Tensor, name, f"Tensor.{name}")
-    wrap_function(torch, "empty_like", "torch.empty_like")
-    for name in ("_launch_arguments", "_hooks_installed"):
-        wrap_function(launch, name, name)
-    if hasattr(launch, "Launcher"):
+def wrap_everything(detail: bool) -> None:
+    """Marks around the package's layers (and, with ``detail``, around single torch calls)."""
+    if detail:
+        for name in ("new_empty", "unbind", "stride", "get_device"):
+            wrap_function(torch.Tensor, name, f"Tensor.{name}")
+        wrap_function(torch, "empty_like", "torch.empty_like")
+        for name in ("_launch_arguments", "_hooks_installed"):
+            wrap_function(launch, name, name)
         wrap_function(launch.Launcher, "__call__", "Launcher")
-wrap_function(function.LayerNormFunction, "backward", "Function.backward")
-function.LayerNormFunction.backward = staticmethod(function.LayerNormFunction.backward)
-wrap_function(function.LayerNormFunction, "forward", "Function.forward")
-function.LayerNormFunction.forward = staticmethod(function.LayerNormFunction.forward)
-wrap_function(launch, "layer_norm_backward", "launch.layer_norm_backward")
-wrap_function(launch, "layer_norm_forward", "launch.layer_norm_forward")
-wrap_function(launch, "_backward_plan" if hasattr(launch, "_backward_plan") else "_backward_grid", "plan")
-main()
+    for name in ("forward", "backward"):
+        wrap_function(function.LayerNormFunction, name, f"Function.{name}")
+        setattr(function.LayerNormFunction, name, staticmethod(getattr(function.LayerNormFunction, name)))
+    wrap_function(launch, "layer_norm_backward", "launch.layer_norm_backward")
+    wrap_function(launch, "layer_norm_forward", "launch.layer_norm_forward")
+    wrap_function(launch, "_backward_plan", "plan")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # fmt: skip
+    parser.add_argument("--shapes", default="4096x1024,4096x8192", help="MxN, comma-separated")
+    parser.add_argument("--dtype", default="float16", choices=("float16", "bfloat16", "float32"))
+    parser.add_argument("--reps", type=int, default=300, help="timed calls per line")
+    parser.add_argument("--detail", action="store_true", help="also mark single torch calls and launcher steps")
+    arguments = parser.parse_args()
+    wrap_everything(arguments.detail)
+    main(arguments)

@@ -1,82 +1,113 @@
-"""Where does a layer_norm call spend its time? Host overhead per call and GPU time per kernel.
+"""Where a layer_norm call spends its time: host µs per call (ours, torch, and the layers of our
+forward from the bare Triton launch up) and device time per kernel (torch.profiler).
 
     python tools/profile_calls.py
-Host µs/call: wall time of 200 back-to-back calls without synchronizing, divided by 200
-(when it exceeds the GPU time, the GPU waits for Python). Kernel µs: torch.profiler.
+Host µs/call: the wall time of back-to-back calls without synchronising, divided by their number;
+when it exceeds the GPU time, the GPU waits for Python. On a CPU (TRITON_INTERPRET=1, tiny shapes)
+the same report runs with CPU times, to check the tool.
 """
 
+import argparse
+import os
 import time
 
 import torch
-import triton
-import triton.language as tl
-import torch.nn.functional as F
-from torch.profiler import ProfilerActivity, profile
 
-from ln_tutorial import kernels, launch, layer_norm
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # before Triton compiles any kernel
 
-SHAPES = [(4096, 1024, torch.float16), (4096, 4096, torch.float16), (16384, 4096, torch.bfloat16),
-          (2048, 65536, torch.bfloat16)]  # fmt: skip
+import torch.nn.functional as F  # noqa: E402
+import triton  # noqa: E402
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
+
+from ln_tutorial import launch, layer_norm  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+SHAPES = "float16:4096x1024,float16:4096x4096,bfloat16:16384x4096,bfloat16:2048x65536"
 
 
-def host_us(fn, calls=200):
+def sync():
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
+def host_us(fn, calls):
     fn()
-    torch.cuda.synchronize()
+    sync()
     start = time.perf_counter()
     for _ in range(calls):
         fn()
     host = (time.perf_counter() - start) / calls * 1e6
-    torch.cuda.synchronize()
+    sync()
     return host
 
 
-def kernel_table(fn):
+def kernel_table(fn, calls):
+    """Device time per call of each kernel (CPU time per operator on a CPU)."""
     fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(10):
+    sync()
+    activity = ProfilerActivity.CUDA if DEVICE == "cuda" else ProfilerActivity.CPU
+    with profile(activities=[activity]) as prof:
+        for _ in range(calls):
             fn()
-        torch.cuda.synchronize()
+        sync()
     rows = []
     for evt in prof.key_averages():
-        if evt.device_time_total > 0:
-            rows.append(f"    {evt.key[:60]:<60} {evt.device_time_total / evt.count:8.1f} us x{evt.count // 10}")
+        total = evt.device_time_total if DEVICE == "cuda" else evt.self_cpu_time_total
+        if total > 0:
+            rows.append(f"    {evt.key[:60]:<60} {total / evt.count:8.1f} us x{max(evt.count // calls, 1)}")
     return "\n".join(rows)
 
 
-def launch_breakdown(m=4096, n=1024, dtype=torch.float16):
+def launch_breakdown(m, n, dtype, calls):
     """Host µs of the layers of one forward call, from the bare Triton launch up."""
-    x = torch.randn(m, n, device="cuda", dtype=dtype)
-    w, b = torch.randn(n, device="cuda", dtype=dtype), torch.randn(n, device="cuda", dtype=dtype)
+    x = torch.randn(m, n, device=DEVICE, dtype=dtype)
+    w, b = torch.randn(n, device=DEVICE, dtype=dtype), torch.randn(n, device=DEVICE, dtype=dtype)
     y, mean, rstd = launch.layer_norm_forward(x, w, b, 1e-5)
     cfg = launch.forward_config(n, x.element_size())
-    bare = lambda: kernels.layer_norm_fwd_kernel[(triton.cdiv(m, cfg.block_m),)](
-        x, y, w, b, mean, rstd, x.stride(0), y.stride(0), m, n, 1e-5, 0.0,
-        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, COMPUTE=tl.float32, num_warps=cfg.num_warps)  # fmt: skip
+    # Triton's own launch of the kernel the package picks (rows of one tile: the looped kernel takes other arguments).
+    kernel = launch._forward_launcher(cfg, x.dtype)
+    args = (x, y, w, b, mean, rstd, x.stride(0), y.stride(0), m, n, *launch._split_eps(1e-5))
+    bare = lambda: kernel.kernel[(triton.cdiv(m, cfg.block_m),)](*args, **kernel.meta)  # noqa: E731
     for name, fn in (
-        ("bare triton launch", bare),
+        *([] if cfg.looped else [("bare triton launch", bare)]),
         ("launch.layer_norm_forward", lambda: launch.layer_norm_forward(x, w, b, 1e-5)),
         ("layer_norm (no grad)", lambda: layer_norm(x, (n,), w, b)),
-        ("torch.empty x3", lambda: (torch.empty_like(x), torch.empty(m, device="cuda"), torch.empty(m, device="cuda"))),
+        ("torch.empty x3", lambda: (torch.empty_like(x), torch.empty(m, device=DEVICE), torch.empty(m, device=DEVICE))),
         ("F.layer_norm", lambda: F.layer_norm(x, (n,), w, b)),
     ):
-        print(f"  host {name:<28} {host_us(fn):7.1f} us/call")
+        print(f"  host {name:<28} {host_us(fn, calls):7.1f} us/call")
 
 
-print(f"triton {triton.__version__}, torch {torch.__version__}")
-launch_breakdown()
-for m, n, dtype in SHAPES:
-    x = torch.randn(m, n, device="cuda", dtype=dtype, requires_grad=True)
-    w = torch.randn(n, device="cuda", dtype=dtype, requires_grad=True)
-    b = torch.randn(n, device="cuda", dtype=dtype, requires_grad=True)
-    dy = torch.randn_like(x)
-    for name, ln in (("ln_tutorial", lambda: layer_norm(x, (n,), w, b)), ("torch", lambda: F.layer_norm(x, (n,), w, b))):
-        y = ln()
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # fmt: skip
+    parser.add_argument("--shapes", default=SHAPES, help="dtype:MxN, comma-separated")
+    parser.add_argument("--calls", type=int, default=200, help="calls per host timing")
+    args = parser.parse_args(argv)
+    shapes = []
+    for item in args.shapes.split(","):
+        name, shape = item.split(":")
+        shapes.append((*map(int, shape.split("x")), getattr(torch, name)))
+    print(f"triton {triton.__version__}, torch {torch.__version__}, {DEVICE}")
+    launch_breakdown(*shapes[0], args.calls)
+    for m, n, dtype in shapes:
+        x = torch.randn(m, n, device=DEVICE, dtype=dtype, requires_grad=True)
+        w = torch.randn(n, device=DEVICE, dtype=dtype, requires_grad=True)
+        b = torch.randn(n, device=DEVICE, dtype=dtype, requires_grad=True)
+        dy = torch.randn_like(x)
+        for name, ln in (("ln_tutorial", lambda: layer_norm(x, (n,), w, b)),
+                         ("torch", lambda: F.layer_norm(x, (n,), w, b))):  # fmt: skip
+            y = ln()
 
-        def backward():
-            x.grad = w.grad = b.grad = None
-            y.backward(dy, retain_graph=True)
+            def backward():
+                torch.autograd.grad(y, (x, w, b), dy, retain_graph=True)
 
-        print(f"{name} {m}x{n} {str(dtype)[6:]}: host fwd {host_us(ln):.1f} us/call, host bwd {host_us(backward):.1f} us/call")
-        print("  forward kernels:\n" + kernel_table(ln))
-        print("  backward kernels:\n" + kernel_table(backward))
+            print(f"{name} {m}x{n} {str(dtype)[6:]}: host fwd {host_us(ln, args.calls):.1f} us/call, "
+                  f"host bwd {host_us(backward, args.calls):.1f} us/call")  # fmt: skip
+            print("  forward kernels:\n" + kernel_table(ln, min(args.calls, 10)))
+            print("  backward kernels:\n" + kernel_table(backward, min(args.calls, 10)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,20 +1,27 @@
-"""Sweep launch configurations on the GPU; print the best per row length and dtype.
+"""Sweep the launch configurations of ``ln_tutorial/launch.py`` at one shape per table entry;
+print the default and the two fastest per shape, and write every timing to a CSV.
 
-Used once per GPU to fill the tables of ``ln_tutorial/launch.py``; the notes
-in docs/performance.md say what each sweep predicted and found.
+Used to fill the launch tables for a new GPU:
     python tools/tune.py --mode forward --out tune.csv
+On a CPU (TRITON_INTERPRET=1, tiny shapes) it only checks that every candidate runs.
 """
 
 import argparse
 import csv
 import itertools
+import os
+import statistics
 import sys
+import time
 
 import torch
-import triton
-from triton.testing import do_bench
 
-from ln_tutorial import launch
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # before Triton compiles any kernel
+
+import triton  # noqa: E402
+
+from ln_tutorial import launch  # noqa: E402
 
 # One shape per entry of the tables (they are keyed by padded row bytes: 2 KB ... 64 KB),
 # LLM-sized where one exists, plus the tutorial's smallest.
@@ -80,26 +87,43 @@ def gbps(ms, mode, m, n, size):
     return (2 if mode == "forward" else 3) * m * n * size / (ms * 1e-3) / 1e9
 
 
-def main():
-    parser = argparse.ArgumentParser()
+def median_ms(fn, rep_ms: int, warmup_ms: int) -> float:
+    """Median time of ``fn``: ``do_bench`` (L2 flushed) on a GPU, a few wall-clock calls on a CPU."""
+    if torch.cuda.is_available():
+        from triton.testing import do_bench
+
+        return do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median")
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # fmt: skip
     parser.add_argument("--mode", choices=("forward", "backward"), required=True)
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--rep", type=int, default=40)
+    parser.add_argument("--out", default="tune.csv", help="CSV of every configuration timed")
+    parser.add_argument("--rep", type=int, default=40, help="ms of timed calls per configuration (GPU)")
     parser.add_argument("--max-n", type=int, default=1 << 30, help="only rows up to this length")
-    parser.add_argument("--shapes", help="instead of SHAPES, e.g. float16:4096x2048,bfloat16:16384x4096")
-    args = parser.parse_args()
+    parser.add_argument("--shapes", help="instead of the built-in shapes, e.g. float16:4096x2048,bfloat16:16384x4096")
+    args = parser.parse_args(argv)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
     shapes_by_dtype = SHAPES
     if args.shapes:
         shapes_by_dtype = {}
         for item in args.shapes.split(","):
             name, shape = item.split(":")
             shapes_by_dtype.setdefault(getattr(torch, name), []).append(tuple(map(int, shape.split("x"))))
-    writer = csv.writer(open(args.out, "w", newline=""))
+    out = open(args.out, "w", newline="")
+    writer = csv.writer(out)
     writer.writerow(["mode", "dtype", "M", "N", "config", "gbps", "is_default"])
     for dtype, shapes in shapes_by_dtype.items():
         for m, n in [s for s in shapes if s[1] <= args.max_n]:
-            x = torch.randn(m, n, device="cuda", dtype=dtype)
-            w, b = torch.randn(n, device="cuda", dtype=dtype), torch.randn(n, device="cuda", dtype=dtype)
+            x = torch.randn(m, n, device=device, dtype=dtype)
+            w, b = torch.randn(n, device=device, dtype=dtype), torch.randn(n, device=device, dtype=dtype)
             size = x.element_size()
             if args.mode == "forward":
                 default = launch.forward_config(n, size)
@@ -114,17 +138,18 @@ def main():
             results = []
             # Compile everything first: compiling leaves the GPU idle and its clocks low.
             cands = [c for c in cands if _compiled(run, c)]
-            torch.cuda.synchronize()
-            do_bench(lambda: run(cands[0]), warmup=200, rep=100)  # bring the clocks up
+            median_ms(lambda: run(cands[0]), rep_ms=100, warmup_ms=200)  # bring the clocks up
             for cfg in cands:
-                ms = do_bench(lambda: run(cfg), warmup=10, rep=args.rep, return_mode="median")
+                ms = median_ms(lambda: run(cfg), rep_ms=args.rep, warmup_ms=10)
                 g = gbps(ms, args.mode, m, n, size)
                 results.append((g, cfg))
                 writer.writerow([args.mode, str(dtype)[6:], m, n, tuple(cfg), round(g, 1), cfg == default])
             results.sort(key=lambda r: -r[0])
             dflt = next((g for g, c in results if c == default), float("nan"))
-            print(f"{args.mode} {str(dtype)[6:]} {m}x{n}: default {dflt:.0f}  best {results[0][0]:.0f} {tuple(results[0][1])}"
-                  f"  2nd {results[1][0]:.0f} {tuple(results[1][1])}", flush=True)
+            ranked = "  ".join(f"{label} {g:.0f} {tuple(c)}" for label, (g, c) in zip(("best", "2nd"), results))
+            print(f"{args.mode} {str(dtype)[6:]} {m}x{n}: {len(results)} configurations, default {dflt:.0f}  {ranked}",
+                  flush=True)  # fmt: skip
+    out.close()
 
 
 if __name__ == "__main__":

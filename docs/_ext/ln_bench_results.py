@@ -1,21 +1,28 @@
-"""``ln-benchmark-results``: the recorded benchmark tables, read at build time.
+"""Directives that read the recorded benchmark CSV at build time.
 
-The Benchmarks page shows what ``ln_tutorial.bench.load_results()`` finds in
-``ln_tutorial/data/benchmarks/*.csv`` (the latest run of each GPU), as the
-Triton-style tables of :func:`ln_tutorial.bench.format_table`, the LLM-shape
-tables of :func:`ln_tutorial.bench.llm_table` and a provenance line, so the
-page cannot drift from the shipped data. With no recorded results (or no
-bench module) it says so instead of failing the build.
+* ``ln-benchmark-results`` (Benchmarks page): what ``ln_tutorial.bench.load_results()``
+  finds in ``ln_tutorial/data/benchmarks/*.csv`` (the current result of each
+  provider and point, per GPU), as the Triton-style tables of
+  :func:`ln_tutorial.bench.format_table` and :func:`ln_tutorial.bench.llm_table`,
+  with a provenance line and the tolerance a live rebuild is held to.
+* ``ln-performance-summary`` (performance page): one table per direction, the mean
+  GB/s of each provider per shape class (:func:`ln_tutorial.bench.class_summary`)
+  against the ceiling.
+* ``ln-host-time`` (performance page): GPU time against host-included time at the
+  short rows, where both are recorded.
 
-Translation: the sentences and captions this directive writes are not in the
+So the pages cannot drift from the shipped data. With no recorded results (or no
+bench module) they say so instead of failing the build.
+
+Translation: the sentences and captions these directives write are not in the
 page's source, so Sphinx's gettext builder cannot extract them. They are
 marked with :func:`_` here and translated through this extension's own small
 catalog, ``docs/_ext/locale/<lang>/LC_MESSAGES/ln_bench_results.po`` (read
 directly, no ``.mo`` needed), for the edition's ``language``. The generated
 nodes are marked ``translatable = False`` so that the page catalogs never
-contain them. The tables themselves (numbers, provider names, N) stay as they
-are. ``tests/test_i18n.py`` checks that this catalog has every ``_()``
-string of this file, translated.
+contain them. Numbers, provider names and shapes stay as they are.
+``tests/test_i18n.py`` checks that this catalog has every ``_()`` string of
+this file, translated.
 """
 
 from __future__ import annotations
@@ -64,7 +71,36 @@ def _literal(text: str) -> nodes.literal_block:
     return block
 
 
-class BenchmarkResults(SphinxDirective):
+def _table(header: list[str], body: list[list[str]]) -> nodes.table:
+    table = nodes.table()
+    group = nodes.tgroup(cols=len(header))
+    table += group
+    for _unused in header:
+        group += nodes.colspec(colwidth=1)
+    head, rows = nodes.thead(), nodes.tbody()
+    for cells, parent in [(header, head)] + [(row, rows) for row in body]:
+        row_node = nodes.row()
+        for cell in cells:
+            entry = nodes.entry()
+            entry += nodes.paragraph(text=cell)
+            row_node += entry
+        parent += row_node
+    group += head
+    group += rows
+    return table
+
+
+#: The shape classes of ``bench.SHAPE_CLASSES``, translated here.
+CLASS_NAMES = {
+    "short rows (N ≤ 4096)": _("short rows (N ≤ 4096)"),
+    "wide rows (4096 < N < 16384)": _("wide rows (4096 < N < 16384)"),
+    "LLM shapes, rows ≤ 16 KB": _("LLM shapes, rows ≤ 16 KB"),
+    "past the register budget (rows ≥ 32 KB)": _("past the register budget (rows ≥ 32 KB)"),
+}
+MODE_NAMES = {"forward": _("Forward pass"), "backward": _("Backward pass")}
+
+
+class _BenchDirective(SphinxDirective):
     has_content = False
 
     def tr(self, message: str, **fields) -> str:
@@ -74,56 +110,151 @@ class BenchmarkResults(SphinxDirective):
             _CATALOGS[language] = load_catalog(language)
         return _CATALOGS[language].get(message, message).format(**fields)
 
-    def provenance(self, run: list[dict]) -> str:
-        r = run[0]
+    def provenance(self, rows: list[dict]) -> str:
+        def values(key):
+            return ", ".join(dict.fromkeys(str(r.get(key, "?")) for r in rows))
+
         return self.tr(
             _("Measured on {gpu} with PyTorch {torch} and Triton {triton}, on {date}, at commit {commit}. "
-              "Device-to-device copy on the same GPU: {copy:.0f} GB/s."),
-            gpu=r.get("gpu", "?"), torch=r.get("torch", "?"), triton=r.get("triton", "?"),
-            date=r.get("date", "?"), commit=r.get("commit", "?"), copy=float(r.get("copy_gbps", 0) or 0),
+              "Device-to-device copy of 1 GB on the same GPU: {copy:.0f} GB/s."),
+            gpu=values("gpu"), torch=values("torch"), triton=values("triton"), date=values("date"),
+            commit=values("commit"), copy=float(rows[0].get("copy_gbps") or 0),
         )  # fmt: skip
 
-    def run(self):
+    def timers(self, rows: list[dict]) -> str:
+        """Which timer the rows' GB/s come from."""
+        kinds = {r.get("timer") for r in rows}
+        sentences = {
+            "graph": _("GB/s from GPU time: the replay of a CUDA graph of many calls."),
+            "events": _("GB/s from GPU time: CUDA events around each call (providers a graph cannot capture)."),
+            "do_bench": _("GB/s from triton.testing.do_bench (L2 flushed before each call; these rows carry no "
+                          "separate host-included time)."),
+        }  # fmt: skip
+        return " ".join(self.tr(sentences[k]) for k in ("graph", "events", "do_bench") if k in kinds)
+
+    def results(self):
+        """The current rows per GPU, or a paragraph saying why there are none."""
         try:
             from ln_tutorial import bench
         except ImportError as exc:  # the module is part of the package; be explicit if it is missing
-            return [_fixed(nodes.paragraph(text=self.tr(_("The benchmark module could not be imported ({exc})."),
-                                                        exc=exc)))]
-        rows = bench.load_results()
+            return None, [_fixed(nodes.paragraph(text=self.tr(_("The benchmark module could not be imported ({exc})."),
+                                                               exc=exc)))]  # fmt: skip
+        rows = bench.current_results(bench.load_results())
         if not rows:
             para = nodes.paragraph()
             para += nodes.Text(self.tr(_("No recorded results are shipped with this version yet. On a GPU, ")))
             para += nodes.literal(text="python -m ln_tutorial.bench")
-            para += nodes.Text(self.tr(_(" measures them and writes a CSV file into ")))
+            para += nodes.Text(self.tr(_(" measures them and writes a CSV file that can be copied into ")))
             para += nodes.literal(text="ln_tutorial/data/benchmarks/")
             para += nodes.Text(self.tr(_(".")))
-            return [_fixed(para)]
-        captions = {
-            ("forward", "sweep"): _("Forward pass: GB/s by row length N (median)"),
-            ("backward", "sweep"): _("Backward pass: GB/s by row length N (median)"),
-            ("forward", "llm"): _("Forward pass: shapes of language models, % of the copy bandwidth"),
-            ("backward", "llm"): _("Backward pass: shapes of language models, % of the copy bandwidth"),
-        }
-        out = []
+            return None, [_fixed(para)]
         by_gpu: dict[str, list[dict]] = {}
         for row in rows:
             by_gpu.setdefault(str(row.get("gpu", "unknown GPU")), []).append(row)
-        for gpu, gpu_rows in sorted(by_gpu.items()):
-            run = bench.latest_run(gpu_rows)
+        return bench, sorted(by_gpu.items())
+
+
+class BenchmarkResults(_BenchDirective):
+    def run(self):
+        bench, found = self.results()
+        if bench is None:
+            return found
+        captions = {
+            ("forward", "gpu"): _("Forward pass: GB/s by row length N, from the median GPU time"),
+            ("backward", "gpu"): _("Backward pass: GB/s by row length N, from the median GPU time"),
+            ("forward", "host"): _("Forward pass: GB/s by row length N, from the median host-included time"),
+            ("backward", "host"): _("Backward pass: GB/s by row length N, from the median host-included time"),
+            ("forward", "do_bench"): _("Forward pass: GB/s by row length N (median)"),
+            ("backward", "do_bench"): _("Backward pass: GB/s by row length N (median)"),
+            ("forward", "llm"): _("Forward pass: shapes of language models, % of the ceiling"),
+            ("backward", "llm"): _("Backward pass: shapes of language models, % of the ceiling"),
+        }
+        out = [_fixed(nodes.paragraph(text=self.tr(
+            _("A new measurement of the same package on the same kind of GPU agrees with these figures within "
+              "{gpu:.0f}% at the median GPU time and {host:.0f}% at the median host-included time; "
+              "python -m ln_tutorial.bench --compare FILE lists the points that do not."),
+            gpu=100 * bench.TOLERANCE["gpu"], host=100 * bench.TOLERANCE["host"])))]  # fmt: skip
+        for gpu, run in found:
             section = nodes.section(ids=[nodes.make_id(f"results-{gpu}")])
             section += nodes.title(text=gpu)
-            section += nodes.paragraph(text=self.provenance(run))
+            section += nodes.paragraph(text=self.provenance(run) + " " + self.timers(run))
             for mode in ("forward", "backward"):
                 if not any(r.get("mode") == mode for r in run):
                     continue
-                section += nodes.rubric(text=self.tr(captions[mode, "sweep"]))
-                section += _literal(bench.format_table(run, mode))
+                for figure in ("gpu", "host"):
+                    if any(r.get("mode") == mode and bench.gbps(r, figure) for r in run):
+                        timed = any(r.get("mode") == mode and r.get("gpu_us_p50") for r in run)
+                        caption = captions[mode, "do_bench" if figure == "gpu" and not timed else figure]
+                        section += nodes.rubric(text=self.tr(caption))
+                        section += _literal(bench.format_table(run, mode, figure=figure))
                 section += nodes.rubric(text=self.tr(captions[mode, "llm"]))
                 section += _literal(bench.llm_table(run, mode))
             out.append(_fixed(section))
         return out
 
 
+class PerformanceSummary(_BenchDirective):
+    """Mean GB/s per shape class and provider, the ceiling, and ln_tutorial's share of it."""
+
+    def run(self):
+        bench, found = self.results()
+        if bench is None:
+            return found
+        out = []
+        for gpu, rows in found:
+            out.append(nodes.paragraph(text=self.provenance(rows) + " " + self.timers(rows)))
+            for mode in ("forward", "backward"):
+                summary = bench.class_summary(rows, mode)
+                if not summary:
+                    continue
+                providers = list(dict.fromkeys(p for c in summary for p in c["gbps"]))
+                same_size = summary[0]["same_size_ceiling"]
+                ceiling = self.tr(_("ceiling (copy of the same size)") if same_size else _("ceiling (1 GB copy)"))
+                header = [self.tr(MODE_NAMES[mode]), self.tr(_("shapes"))] + providers + [ceiling,
+                          self.tr(_("ln_tutorial, % of the ceiling"))]  # fmt: skip
+                body = []
+                for c in summary:
+                    ours = c["gbps"].get("ln_tutorial")
+                    share = f"{100 * ours / c['ceiling']:.1f}%" if ours and c["ceiling"] else "-"
+                    body.append([self.tr(CLASS_NAMES.get(c["shape_class"], c["shape_class"])), str(c["shapes"])]
+                                + [f"{c['gbps'][p]:.0f}" if p in c["gbps"] else "-" for p in providers]
+                                + [f"{c['ceiling']:.0f}" if c["ceiling"] else "-", share])  # fmt: skip
+                out.append(_table(header, body))
+        return [_fixed(node) for node in out]
+
+
+class HostTime(_BenchDirective):
+    """Median GPU time and host-included time per call (µs) at the short rows of the sweep."""
+
+    def run(self):
+        bench, found = self.results()
+        if bench is None:
+            return found
+        out = []
+        for gpu, rows in found:
+            timed = [r for r in rows if r.get("host_us_p50") and r.get("gpu_us_p50") and r["N"] <= 4096
+                     and (r["M"], r["N"]) in bench.SETS["tutorial"] and r["provider"] != bench.CEILING]  # fmt: skip
+            if not timed:
+                out.append(nodes.paragraph(text=self.tr(
+                    _("The results recorded for {gpu} carry no host-included time yet."), gpu=gpu)))  # fmt: skip
+                continue
+            providers = list(dict.fromkeys(r["provider"] for r in timed))
+            for mode in ("forward", "backward"):
+                cells = {(r["provider"], r["N"]): r for r in timed if r["mode"] == mode}
+                ns = sorted({n for _p, n in cells})
+                if not ns:
+                    continue
+                header = [self.tr(MODE_NAMES[mode]) + ", N"] + [
+                    self.tr(_("{provider}: GPU / host-included µs"), provider=p) for p in providers]
+                body = [[str(n)] + [f"{cells[p, n]['gpu_us_p50']:.1f} / {cells[p, n]['host_us_p50']:.1f}"
+                                    if (p, n) in cells else "-" for p in providers] for n in ns]  # fmt: skip
+                out.append(_table(header, body))
+            out.append(nodes.paragraph(text=self.provenance(timed)))
+        return [_fixed(node) for node in out]
+
+
 def setup(app):
     app.add_directive("ln-benchmark-results", BenchmarkResults)
+    app.add_directive("ln-performance-summary", PerformanceSummary)
+    app.add_directive("ln-host-time", HostTime)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

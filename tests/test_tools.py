@@ -1,0 +1,49 @@
+"""The maintainer tools in tools/: each shows its defaults with --help and runs on a tiny input
+(on a CPU, through Triton's interpreter), so that a change to the package cannot silently break them."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOLS = sorted(p.name for p in (ROOT / "tools").glob("*.py"))
+TINY_RUNS = {
+    "tune.py": ["--mode", "forward", "--shapes", "float32:4x64"],
+    "host_timeline.py": ["--shapes", "4x64", "--dtype", "float32", "--reps", "2"],
+    "profile_calls.py": ["--shapes", "float32:4x64", "--calls", "2"],
+}
+
+
+def _run(args, tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TRITON_INTERPRET="1")
+    proc = subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"{args} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+    return proc.stdout
+
+
+def test_every_tool_is_listed_in_the_readme_and_smoke_tested():
+    readme = (ROOT / "tools" / "README.md").read_text()
+    assert TOOLS == sorted(TINY_RUNS)
+    for name in TOOLS:
+        assert f"`{name}`" in readme
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_help_shows_the_defaults(name, tmp_path):
+    out = _run([str(ROOT / "tools" / name), "--help"], tmp_path)
+    assert "usage:" in out and "(default:" in out
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_tiny_run_on_the_interpreter(name, tmp_path):
+    out = _run([str(ROOT / "tools" / name), *TINY_RUNS[name]], tmp_path)
+    expected = {"tune.py": "forward float32 4x64: 11 configurations", "host_timeline.py": "launch.layer_norm_forward exit",
+                "profile_calls.py": "ln_tutorial 4x64 float32: host fwd"}[name]  # fmt: skip
+    assert expected in out
+    if name == "tune.py":
+        rows = (tmp_path / "tune.csv").read_text().splitlines()
+        assert rows[0] == "mode,dtype,M,N,config,gbps,is_default" and len(rows) == 12
+        assert sum(r.endswith(",True") for r in rows) == 1  # the package's own choice is among them
