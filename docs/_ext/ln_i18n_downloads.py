@@ -312,8 +312,24 @@ class TranslatedThumbnails(SphinxTransform):
                 node.replace(node[0], nodes.Text(text))
 
 
+#: The standalone script of the core path: ``ln_tutorial/plain.py`` itself, offered under this
+#: name at ``_downloads/standalone/`` of every edition (the core pages link to it there).
+STANDALONE = "layer_norm_triton.py"
+
+
+def copy_standalone_script(app, exception) -> None:
+    """``build-finished``: put the standalone script into the edition's downloads."""
+    if exception is not None or app.builder.format != "html":
+        return
+    source = Path(app.srcdir).parent / "ln_tutorial" / "plain.py"
+    target = Path(app.outdir) / "_downloads" / "standalone" / STANDALONE
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(source.read_bytes())
+
+
 def setup(app):
     app.connect("builder-inited", build_translated_downloads, priority=900)
+    app.connect("build-finished", copy_standalone_script)
     app.add_transform(TranslatedDownloads)
     app.add_transform(TranslatedThumbnails)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
