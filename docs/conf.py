@@ -46,6 +46,7 @@ extensions = [
     "myst_parser",
     "ln_bench_results",  # docs/_ext: the recorded tables on the Benchmarks page
     "ln_i18n_downloads",  # docs/_ext: translated .py/.ipynb/.zip downloads for zh_CN
+    "ln_gallery",  # docs/_ext: fails the build when a core tutorial page is over its reading budget
 ]
 
 templates_path = ["_templates"]

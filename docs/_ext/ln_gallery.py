@@ -129,3 +129,54 @@ def expand_examples(src: Path, dst: Path) -> list[Path]:
         elif path.is_dir() and not any(path.iterdir()):
             shutil.rmtree(path)
     return written
+
+
+# -- Reading budget of the core path ---------------------------------------------
+#: The core pages (the tutorial a reader finishes) and their budget on the built
+#: English page: prose words (code blocks excluded) and lines of shown code.
+CORE_PAGES = ("tutorials/01_forward", "tutorials/02_backward", "tutorials/03_benchmark")
+BUDGET_WORDS, BUDGET_CODE_LINES = 1800, 300
+
+
+def reading_budget(page_html: str) -> tuple[int, int]:
+    """``(prose words, lines of shown code)`` of a built page.
+
+    Words are Latin words of two letters or more in the article's text outside
+    ``<pre>``, ``<code>``, scripts and styles; code lines are the line breaks
+    inside ``<pre>`` blocks (code cells and their printed output).
+    """
+    import html
+
+    match = re.search(r'<div itemprop="articleBody">(.*?)<footer', page_html, re.S)
+    body = match.group(1) if match else page_html
+    code_lines = sum(block.count("\n") for block in re.findall(r"<pre>(.*?)</pre>", body, re.S))
+    text = re.sub(r"<pre>.*?</pre>", " ", body, flags=re.S)
+    text = re.sub(r"<(script|style|code)[^>]*>.*?</\1>", " ", text, flags=re.S)
+    text = html.unescape(re.sub(r"<[^>]+>", " ", text))
+    return len(re.findall(r"[A-Za-z]{2,}", text)), code_lines
+
+
+def over_budget(html_dir: Path) -> list[str]:
+    """The core pages of a built English edition that exceed their budget, with their counts."""
+    found = []
+    for page in CORE_PAGES:
+        words, code = reading_budget((Path(html_dir) / f"{page}.html").read_text(encoding="utf-8"))
+        if words > BUDGET_WORDS or code > BUDGET_CODE_LINES:
+            found.append(f"{page}: {words} words (budget {BUDGET_WORDS}), "
+                         f"{code} lines of code (budget {BUDGET_CODE_LINES})")
+    return found
+
+
+def check_reading_budget(app, exception) -> None:
+    """``build-finished``: a warning (an error under ``-W``) when a core page is over budget."""
+    if exception is not None or app.builder.format != "html" or str(app.config.language) != "en":
+        return
+    from sphinx.util import logging
+
+    for problem in over_budget(Path(app.outdir)):
+        logging.getLogger(__name__).warning("[ln_gallery] over the reading budget: %s", problem)
+
+
+def setup(app):
+    app.connect("build-finished", check_reading_budget)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
