@@ -207,6 +207,7 @@ def plot(sizes: list[int], results: dict, title: str, path: str) -> None:
     matplotlib.use("Agg")  # write a file; no window needed
     import matplotlib.pyplot as plt
 
+    plt.rcParams["font.family"] = ["DejaVu Sans"]  # tried in turn for each character
     fig, ax = plt.subplots(figsize=(7, 4))
     for key, values in results.items():
         ax.plot(sizes, values, "k--" if key == "copy" else "o-", label=key)

@@ -55,3 +55,15 @@ def test_the_built_site_offers_the_standalone_script():
     for page in ln_gallery.CORE_PAGES:
         html = (_built() / f"{page}.html").read_text(encoding="utf-8")
         assert "../_downloads/standalone/layer_norm_triton.py" in html, f"{page} does not link the script"
+
+
+def test_the_chinese_edition_offers_the_translated_standalone_script():
+    import sys
+
+    script = _built("zh_CN") / "_downloads" / "standalone" / "layer_norm_triton.py"
+    downloads = load_module("ln_i18n_downloads", ROOT / "docs" / "_ext" / "ln_i18n_downloads.py")
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))  # it imports ln_gallery
+    try:
+        assert script.read_bytes() == downloads.standalone_script(ROOT / "docs", "zh_CN")
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "_ext"))

@@ -314,17 +314,28 @@ class TranslatedThumbnails(SphinxTransform):
 
 #: The standalone script of the core path: ``ln_tutorial/plain.py`` itself, offered under this
 #: name at ``_downloads/standalone/`` of every edition (the core pages link to it there).
+#: Other editions translate its comments and strings through ``locale/<lang>/code/layer_norm_triton.po``.
 STANDALONE = "layer_norm_triton.py"
+
+
+def standalone_script(srcdir: Path, language: str) -> bytes:
+    """The standalone script as an edition offers it."""
+    from ln_gallery import load_code_catalog, translate_code
+
+    source = (Path(srcdir).parent / "ln_tutorial" / "plain.py").read_text(encoding="utf-8")
+    if language and language != "en":
+        catalog = load_code_catalog(Path(srcdir) / "locale" / language / "code" / f"{Path(STANDALONE).stem}.po")
+        source = translate_code(source, catalog, gallery=False)
+    return source.encode("utf-8")
 
 
 def copy_standalone_script(app, exception) -> None:
     """``build-finished``: put the standalone script into the edition's downloads."""
     if exception is not None or app.builder.format != "html":
         return
-    source = Path(app.srcdir).parent / "ln_tutorial" / "plain.py"
     target = Path(app.outdir) / "_downloads" / "standalone" / STANDALONE
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(source.read_bytes())
+    target.write_bytes(standalone_script(Path(app.srcdir), str(app.config.language)))
 
 
 def setup(app):
