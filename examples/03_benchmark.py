@@ -221,7 +221,8 @@ if rows:
 #   takes longer than its kernels leaves the GPU waiting, and the wait counts.
 #
 # * **Wide rows** (hidden sizes of 32768 and more, in the language-model
-#   columns) no longer fit in registers; see the advanced pages for what the
+#   columns) no longer fit in registers; `the forward <04_forward_advanced.html>`_
+#   and `the backward at full speed <05_backward_advanced.html>`_ show what the
 #   default does about them.
 #
 # The numbers depend on the GPU, the driver and the versions of PyTorch and

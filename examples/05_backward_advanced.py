@@ -54,8 +54,10 @@ torch.manual_seed(0)
 # whether the buffer already holds a partial sum; the first program to arrive
 # stores its row instead of adding it to the garbage of an uninitialized
 # buffer, which saves zeroing the buffers beforehand. The number of buffers
-# follows the tutorial's heuristic: more for short rows, whose programs finish
-# quickly and would otherwise spend their time waiting.
+# follows the tutorial's heuristic, more for short rows, whose programs finish
+# quickly and would otherwise spend their time waiting: 256 up to 1024
+# values, 128 up to 4096, and 96 past that, where the tutorial drops to 64
+# past 8192.
 
 # ln_tutorial:source ln_tutorial.launch.lock_group_size
 # ln_tutorial:source ln_tutorial.kernels.layer_norm_bwd_lock_kernel
@@ -115,8 +117,8 @@ print(f"lock strategy, dw: relative error {relative_error(runs[0], dw_exact):.1e
 # * The loop is a ``tl.range(..., num_stages=NUM_STAGES)`` rather than a
 #   plain ``range``: with more than one stage, Triton issues the loads of the
 #   next tiles while the current one is still being reduced and stored, so
-#   the memory system always has requests in flight. This is the largest of
-#   the gains, on rows of 2 to 16 KB.
+#   the memory system always has requests in flight. Rows of 2 to 16 KB
+#   gain the most from it.
 #
 # * The weight is loaded again for every tile (it comes from L1) instead of
 #   once before the loop: a copy held in registers for the whole loop made

@@ -39,6 +39,8 @@ FACTS = [
      lambda: launch.FORWARD_TWO_TILES[16384][0][1] == 8191 and launch.FORWARD_TWO_TILES[32768][-1][1] == 12287),
     ("04_forward_advanced", "A row of 65536 half-precision values (128 KB)",
      lambda: list(launch.FORWARD_CLUSTER) == [131072]),
+    ("05_backward_advanced", "256 up to 1024 values, 128 up to 4096, and 96 past that",
+     lambda: [launch.lock_group_size(n) for n in (1024, 1025, 4096, 4097, 65536)] == [256, 128, 128, 96, 96]),
     ("05_backward_advanced", "every row that fits in registers (up to 32 KB)",
      lambda: launch.MAX_FUSED_BWD_BYTES == 32768 and max(BWD) == 32768),
     ("05_backward_advanced", "Every row size runs one program per SM",
