@@ -144,7 +144,9 @@ else:
 # The forward pass, GB/s against the row length :math:`N`:
 
 if rows:
-    bench.plot_sweep(rows, "forward")  # titled with the provenance of the rows
+    ax = bench.plot_sweep(rows, "forward")
+    ax.set_xlabel("N (values per row)")
+    ax.set_title(f"forward, M = {sweep[0][0]}, float16, GB/s from the median time\n{bench.provenance(rows)}", fontsize=9)
     plt.show()
     print(bench.format_table(rows, "forward"))
 
@@ -152,7 +154,9 @@ if rows:
 # The backward pass:
 
 if rows:
-    bench.plot_sweep(rows, "backward")  # titled with the provenance of the rows
+    ax = bench.plot_sweep(rows, "backward")
+    ax.set_xlabel("N (values per row)")
+    ax.set_title(f"backward, M = {sweep[0][0]}, float16, GB/s from the median time\n{bench.provenance(rows)}", fontsize=9)
     plt.show()
     print(bench.format_table(rows, "backward"))
 

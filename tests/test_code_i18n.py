@@ -90,3 +90,19 @@ def test_the_translated_standalone_script_runs_on_its_own(lang, tmp_path):
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert CJK.search(result.stdout), "the script printed no Chinese"
     assert (tmp_path / "layer_norm_triton.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("lang", [p.parent.name for p in LOCALE.glob("*/LC_MESSAGES")])
+@pytest.mark.parametrize("name", ["04_forward_advanced", "05_backward_advanced"])
+def test_advanced_page_downloads_translate_completely(lang, name):
+    """As tests/test_i18n.py checks for the core pages: every message of the page's catalog reaches its script."""
+    downloads = load_module("ln_i18n_downloads", ROOT / "docs" / "_ext" / "ln_i18n_downloads.py")
+    script = ln_gallery.expand_text((ROOT / "examples" / f"{name}.py").read_text(encoding="utf-8"))
+    catalog = downloads.load_catalog(LOCALE / lang / "LC_MESSAGES" / "tutorials" / f"{name}.po")
+    translated, found = downloads.translate_script(script, catalog)
+    missing = [m for m in catalog if m not in found and not downloads._PAGE_ONLY.match(m)]
+    assert not missing, f"{name}.py ({lang}): messages not found in the script's text: {missing}"
+    for block in downloads._split(translated)[1]:
+        if block.type == "text":
+            assert CJK.search(block.content), f"an untranslated text block in {name}.py: {block.content[:200]!r}"
+    compile(translated, f"{name}.py", "exec")
