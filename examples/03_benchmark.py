@@ -188,7 +188,8 @@ def ceiling(rows: list[dict], row: dict) -> float:
 
 def percent_of_ceiling(rows: list[dict], provider: str, mode: str, shapes: list) -> str:
     values = sorted(100 * r["gbps_p50"] / ceiling(rows, r) for r in rows
-                    if (r["provider"], r["mode"]) == (provider, mode) and (r["M"], r["N"]) in shapes)
+                    if (r["provider"], r["mode"]) == (provider, mode) and (r["M"], r["N"]) in shapes
+                    and r["gbps_p50"] and ceiling(rows, r))
     return f"{values[len(values) // 2]:.0f} %" if values else "-"
 
 
