@@ -47,6 +47,7 @@ extensions = [
     "ln_bench_results",  # docs/_ext: the recorded tables on the Benchmarks page
     "ln_i18n_downloads",  # docs/_ext: translated .py/.ipynb/.zip downloads for zh_CN
     "ln_glossary",  # docs/_ext: the Glossary page's table, from docs/glossary.yaml
+    "ln_gallery",  # docs/_ext: fails the build when a core tutorial page is over its reading budget
 ]
 
 templates_path = ["_templates"]

@@ -8,14 +8,18 @@ other libraries' kernels.
 
 In doing so, you will learn about:
 
-* Measuring a memory-bound kernel in GB/s, and why the bandwidth of a plain
-  copy is the ceiling to compare with.
+* Measuring a memory-bound kernel in GB/s, and why a copy of the same size
+  is the ceiling to compare with.
 
-* Timing GPU code properly: warm-up, a flushed L2 cache, percentiles rather
-  than a single run.
+* Timing GPU code properly: warm-up, inputs kept out of the L2 cache,
+  percentiles rather than a single run.
 
 * Reading the results: where the fused kernels win, where they cannot, and
   what the shapes of real language models ask for.
+
+The standalone
+`layer_norm_triton.py <../_downloads/standalone/layer_norm_triton.py>`_
+has a small version of this benchmark, with its plot.
 """
 
 # %%
@@ -41,7 +45,7 @@ if not torch.cuda.is_available():
 
 import matplotlib.pyplot as plt
 
-from ln_tutorial import bench
+from ln_tutorial import bench, plain
 
 ON_GPU = torch.cuda.is_available()
 
@@ -67,25 +71,30 @@ ON_GPU = torch.cuda.is_available()
 # makes the numbers comparable: a kernel that moves more bytes than necessary
 # simply scores lower.
 #
-# The ceiling is what the memory system can do at all. A device-to-device
-# copy reads and writes every byte once, like the forward, with no arithmetic
-# at all, so its bandwidth is the most a layer norm could reach. The benchmark
-# measures it first on the same GPU, and every plot draws it as a dashed
-# line. (On an H100 a copy reaches about 3000 GB/s, counting reads and writes,
-# out of the 3350 GB/s of its HBM3 specification.)
+# The ceiling is what the memory system can do at all, and it depends on the
+# size of the transfer: small copies do not keep the memory busy, and copies
+# that fit in L2 never reach it. So the ceiling of a shape is a copy of the
+# same size as the measured tensors: for the forward, :math:`x` copied into
+# :math:`y` (one tensor read, one written, no arithmetic); for the backward,
+# an operation with the backward's own traffic, two tensors of that size read
+# and one written (``torch.add(x, dy, out=dx)``). Reads and writes are not
+# equally cheap, so a copy with one read per write would be the wrong
+# ceiling for the backward. Where a recorded run has no copy of the same
+# size, the page falls back to the bandwidth of a 1 GB copy measured in the
+# same run. A kernel at 100 % of its ceiling moves its necessary bytes as
+# fast as the GPU moves any bytes; it cannot do better without moving fewer.
 #
 # How it is timed
 # ---------------
 #
-# Each measurement uses ``triton.testing.do_bench``: it runs the function a few
-# times to warm up (compiling, autotuning, allocating), then repeatedly, each
-# time after overwriting a buffer larger than the L2 cache so that no input is
-# served from the cache, and reports the 20th, 50th and 80th percentiles of
-# the times. The plots show the median. For the backward, the forward is run
-# once and its graph kept, so only the backward is timed, and the gradients
-# are reset to ``None`` between runs so that no accumulation is timed:
-
-# ln_tutorial:source ln_tutorial.bench.time_provider
+# A kernel of a few microseconds is easy to mismeasure. The benchmark warms
+# each function up first (compiling, autotuning, allocating), keeps the
+# inputs of successive calls out of the L2 cache, so that every call reads
+# from memory as in a real model, repeats the measurement, and records the
+# 20th, 50th and 80th percentiles; the plots show the median. For the
+# backward, the forward is run once and its graph kept, so only the backward
+# is timed. ``python -m ln_tutorial.bench --help`` and the
+# `Benchmarks <../benchmarks.html>`_ page give the details.
 
 # %%
 # The competitors, each a function of ``(x, weight, bias)``:
@@ -135,7 +144,9 @@ else:
 # The forward pass, GB/s against the row length :math:`N`:
 
 if rows:
-    bench.plot_sweep(rows, "forward")  # titled with the provenance of the rows
+    ax = bench.plot_sweep(rows, "forward")
+    ax.set_xlabel("N (values per row)")
+    ax.set_title(f"forward, M = {sweep[0][0]}, float16, GB/s from the median time\n{bench.provenance(rows)}", fontsize=9)
     plt.show()
     print(bench.format_table(rows, "forward"))
 
@@ -143,7 +154,9 @@ if rows:
 # The backward pass:
 
 if rows:
-    bench.plot_sweep(rows, "backward")  # titled with the provenance of the rows
+    ax = bench.plot_sweep(rows, "backward")
+    ax.set_xlabel("N (values per row)")
+    ax.set_title(f"backward, M = {sweep[0][0]}, float16, GB/s from the median time\n{bench.provenance(rows)}", fontsize=9)
     plt.show()
     print(bench.format_table(rows, "backward"))
 
@@ -160,45 +173,62 @@ if rows:
 # What the numbers mean
 # ---------------------
 #
-# Read the plots against the dashed line, not against each other:
+# One number per provider and direction sums the plots up: its GB/s as a
+# percentage of the ceiling of each shape, the median over the shapes of the
+# tutorial's sweep, and over the language-model shapes.
+
+
+def ceiling(rows: list[dict], row: dict) -> float:
+    """GB/s of the copy of the same size as ``row``'s tensors, else the run's 1 GB copy."""
+    for other in rows:
+        if other["provider"] == "copy" and (other["mode"], other["M"], other["N"]) == (row["mode"], row["M"], row["N"]):
+            return other["gbps_p50"]
+    return row["copy_gbps"]
+
+
+def percent_of_ceiling(rows: list[dict], provider: str, mode: str, shapes: list) -> str:
+    values = sorted(100 * r["gbps_p50"] / ceiling(rows, r) for r in rows
+                    if (r["provider"], r["mode"]) == (provider, mode) and (r["M"], r["N"]) in shapes
+                    and r["gbps_p50"] and ceiling(rows, r))
+    return f"{values[len(values) // 2]:.0f} %" if values else "-"
+
+
+if rows:
+    columns = [("forward", "tutorial"), ("backward", "tutorial"), ("forward", "llm"), ("backward", "llm")]
+    print(f"{'provider':>17}" + "".join(f"{f'{mode}, {name}':>20}" for mode, name in columns))
+    for provider in dict.fromkeys(r["provider"] for r in rows if r["provider"] != "copy"):
+        print(f"{provider:>17}" + "".join(f"{percent_of_ceiling(rows, provider, mode, bench.SETS[name]):>20}"
+                                          for mode, name in columns))
+
+# %%
+# Read the table, and the plots, against the ceiling rather than against each
+# other:
 #
-# * **Short rows** (the left of the sweep) are the hard case for everyone. A
-#   row of 1024 float16 values is 2 KB, so a kernel that gives one row to each
-#   program moves too few bytes per program to keep the memory busy. Packing
-#   several rows into a program (``BLOCK_M`` on the first page) is what lets
-#   the fused forward approach the ceiling there.
-#
-# * **The forward** of a fused kernel reads :math:`x` once and writes :math:`y`
-#   once, like the copy, so the best implementations get within a few percent
-#   to a few tens of percent of it. The gap that remains is the cost of the
-#   reductions, which make every program wait for a whole row before it can
-#   write.
+# * **The forward** of a fused kernel reads :math:`x` once and writes
+#   :math:`y` once, like the copy, so the best implementations come close to
+#   100 %. The gap that remains is the cost of the reductions, which make
+#   every program wait for a whole row before it can write.
 #
 # * **The backward** is where the implementations differ most. Besides
 #   :math:`\nabla_x` it must produce :math:`\nabla_w` and :math:`\nabla_b`, a
-#   reduction over all rows. The lock-based strategy reads and writes a shared
-#   buffer row for every input row and makes programs queue for locks; the
-#   persistent strategy keeps the partial sums in registers and writes one row
-#   per program, so its traffic stays close to the necessary :math:`3MNs`
-#   bytes. Implementations that compute :math:`\nabla_w` and :math:`\nabla_b`
-#   in a separate pass over :math:`x` and :math:`\nabla_y` move about
-#   :math:`5MNs` bytes and score accordingly.
+#   reduction over all rows. The lock-based strategy (``ln_tutorial-lock``)
+#   reads and writes a partial row under a lock for every input row; the
+#   lock-free strategy writes one partial row per program, so its traffic
+#   stays close to the necessary :math:`3MNs` bytes. Implementations that
+#   compute :math:`\nabla_w` and :math:`\nabla_b` in a separate pass over
+#   :math:`x` and :math:`\nabla_y` move about :math:`5MNs` bytes and can reach
+#   at most about 60 % of the ceiling.
 #
-# * **Wide rows** (hidden sizes of 32768 and more, in the LLM table) no longer
-#   fit in registers. The looped kernels read each row twice, but the second
-#   read mostly hits the L2 cache, so they lose less than the factor of two
-#   the traffic suggests.
+# * **Short rows** (the left of the sweep) are the hard case for everyone: a
+#   row of 1024 float16 values is 2 KB, too little work per program unless a
+#   program takes several rows, and the time of the host shows. Before every
+#   timed call the GPU must have been handed the work; a provider whose Python
+#   takes longer than its kernels leaves the GPU waiting, and the wait counts.
 #
-# * **Host time** shapes the left of both plots. Before every timed call the
-#   benchmark clears L2 with a 256 MB memset, 90 µs of GPU time on the H100.
-#   A provider whose Python takes longer than that to reach its first kernel
-#   launch leaves the GPU waiting, and the wait is timed; so is any time its
-#   call spends after its kernels have finished. PyTorch's C++ path
-#   gets there in a few microseconds; kernels launched from Python (ours,
-#   Liger-Kernel's, torch.compile's) often do not, and a backward through a
-#   Python autograd node pays the engine's overhead first. On a slow host the
-#   small sizes therefore measure the host as much as the kernels, and vary
-#   from run to run; the performance notes have the measurements.
+# * **Wide rows** (hidden sizes of 32768 and more, in the language-model
+#   columns) no longer fit in registers; `the forward <04_forward_advanced.html>`_
+#   and `the backward at full speed <05_backward_advanced.html>`_ show what the
+#   default does about them.
 #
 # The numbers depend on the GPU, the driver and the versions of PyTorch and
 # Triton, which is why each plot carries its provenance. The
@@ -210,10 +240,12 @@ if rows:
 #
 # Timing the interpreter would say nothing about a GPU, but the benchmark's
 # providers can still be run, to show that the code path this page uses
-# works. Here the package's two backward strategies and PyTorch are called
-# exactly as the benchmark calls them, on a small input, and must agree:
+# works. Here the package's two backward strategies, the plain kernels of the
+# first two pages and PyTorch are called exactly as the benchmark calls them,
+# on a small input, and must agree:
 
 providers = bench.available_providers(["ln_tutorial", "ln_tutorial-lock", "torch"])
+providers["plain"] = plain.layer_norm
 device = "cuda" if ON_GPU else "cpu"
 m, n = (64, 512) if not ON_GPU else (4096, 4096)
 x = (-2.3 + 0.5 * torch.randn(m, n, device=device)).requires_grad_(True)
@@ -236,7 +268,8 @@ for name, tensors in results.items():
 #
 # .. code-block:: bash
 #
-#    python -m ln_tutorial.bench                       # everything, appended to data/benchmarks/<gpu>.csv
+#    python -m ln_tutorial.bench --help                # where it records, and the options
+#    python -m ln_tutorial.bench                       # everything
 #    python -m ln_tutorial.bench --modes backward --providers ln_tutorial torch --no-save
 #
 # References

@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import io
 import re
 import shutil
+import tokenize
 from pathlib import Path
 
 #: A marker: the whole line, optionally indented, naming ``module.object``.
@@ -97,8 +99,12 @@ def expand_text(text: str) -> str:
     return MARKER.sub(replace, text)
 
 
-def expand_examples(src: Path, dst: Path) -> list[Path]:
+def expand_examples(src: Path, dst: Path, code_catalogs: Path | None = None) -> list[Path]:
     """Mirror ``src`` into ``dst``, expanding markers in ``*.py``; return the written files.
+
+    With ``code_catalogs`` (a folder of ``<script name>.po``), each script's own
+    code is translated first (:func:`translate_code`), then its markers expanded:
+    the package's source comes in unchanged.
 
     Files whose content did not change are left untouched (sphinx-gallery
     keys its cache on content, and unchanged mtimes keep rebuilds quiet).
@@ -112,7 +118,10 @@ def expand_examples(src: Path, dst: Path) -> list[Path]:
             continue
         rel = path.relative_to(src)
         if path.suffix == ".py":
-            wanted[rel] = expand_text(path.read_text(encoding="utf-8")).encode("utf-8")
+            text = path.read_text(encoding="utf-8")
+            if code_catalogs is not None:
+                text = translate_code(text, load_code_catalog(Path(code_catalogs) / f"{path.stem}.po"))
+            wanted[rel] = expand_text(text).encode("utf-8")
         else:
             wanted[rel] = path.read_bytes()
     written = []
@@ -129,3 +138,157 @@ def expand_examples(src: Path, dst: Path) -> list[Path]:
         elif path.is_dir() and not any(path.iterdir()):
             shutil.rmtree(path)
     return written
+
+
+# -- Code in the reader's language ------------------------------------------------
+# The Chinese edition runs the examples again, from copies whose printed strings,
+# figure labels and code comments are translated, so that its outputs, figures and
+# downloads are Chinese. The translations are token for token, in one catalog per
+# script: docs/locale/<lang>/code/<script name>.po, msgid the token as written in
+# the script (a string literal with its quotes, or a comment), msgstr its
+# replacement. The prose of the text cells is translated by the page catalogs.
+
+
+def _code_tokens(source: str, gallery: bool = True):
+    """The STRING and COMMENT tokens of a script's code.
+
+    In a gallery script (``gallery``), the module docstring and the comments that
+    start a line are its text cells, markers and settings: they are left out.
+    """
+    lines = source.splitlines()
+    first = True
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type in (tokenize.NL, tokenize.NEWLINE, tokenize.ENCODING):
+            continue
+        docstring, first = first and tok.type == tokenize.STRING, False
+        if not gallery:
+            if tok.type in (tokenize.COMMENT, tokenize.STRING):
+                yield tok
+        elif tok.type == tokenize.COMMENT:
+            if not (lines[tok.start[0] - 1].lstrip() == tok.string and tok.start[1] == 0):
+                yield tok
+        elif tok.type == tokenize.STRING and not docstring:
+            yield tok
+
+
+def code_messages(source: str, gallery: bool = True) -> list[str]:
+    """Tokens that read as English to a reader: comments, and string literals with a space and a word."""
+    found = []
+    for tok in _code_tokens(source, gallery):
+        body = re.sub(r"\{[^{}]*\}", "", tok.string)
+        if tok.type == tokenize.COMMENT or (" " in body.strip(" '\"") and re.search(r"[A-Za-z]{3,}", body)):
+            if tok.string not in found:
+                found.append(tok.string)
+    return found
+
+
+def load_code_catalog(po_path: Path) -> dict[str, str]:
+    """msgid -> msgstr of a code catalog (translated, not fuzzy); empty when there is none."""
+    if not Path(po_path).exists():
+        return {}
+    from babel.messages.pofile import read_po
+
+    with Path(po_path).open("rb") as f:
+        return {m.id: m.string for m in read_po(f) if m.id and m.string and not m.fuzzy}
+
+
+def translate_code(source: str, catalog: dict[str, str], gallery: bool = True) -> str:
+    """``source`` with every STRING or COMMENT token found in ``catalog`` replaced by its translation."""
+    if not catalog:
+        return source
+    lines = source.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    edits = [(starts[t.start[0] - 1] + t.start[1], starts[t.end[0] - 1] + t.end[1], catalog[t.string])
+             for t in _code_tokens(source, gallery) if t.string in catalog]
+    for begin, end, new in sorted(edits, reverse=True):
+        source = source[:begin] + new + source[end:]
+    return source
+
+
+#: Fonts matplotlib tries in turn for each character in the Chinese edition's figures
+#: (Debian's fonts-noto-cjk provides the second).
+CJK_FONTS = ["DejaVu Sans", "Noto Sans CJK SC"]
+
+
+def _cjk_fonts(gallery_conf, fname, when=None) -> None:
+    """A sphinx-gallery reset: after matplotlib's own reset, fonts with Chinese glyphs."""
+    import matplotlib
+
+    matplotlib.rcParams["font.family"] = CJK_FONTS
+    matplotlib.rcParams["axes.unicode_minus"] = False  # the CJK font has no U+2212
+
+
+def translated_examples(app, config) -> None:
+    """``config-inited``: a non-English edition with code catalogs runs translated copies of the examples."""
+    language = str(config.language)
+    catalogs = Path(app.confdir) / "locale" / language / "code"
+    if language == "en" or not catalogs.is_dir():
+        return
+    from matplotlib import font_manager
+    from sphinx.util import logging
+
+    try:
+        font_manager.findfont(CJK_FONTS[-1], fallback_to_default=False)
+    except ValueError:
+        logging.getLogger(__name__).warning(
+            "[ln_gallery] matplotlib finds no %r font: the %s figures would miss their glyphs "
+            "(Debian: apt-get install fonts-noto-cjk)", CJK_FONTS[-1], language)
+    conf = config.sphinx_gallery_conf
+    out = Path(app.confdir) / "_generated" / f"examples_{language}"
+    expand_examples(_REPO / "examples", out, catalogs)
+    conf["examples_dirs"] = str(out.relative_to(app.confdir))
+    conf["reset_modules"] = tuple(conf.get("reset_modules", ("matplotlib", "seaborn"))) + ("ln_gallery._cjk_fonts",)
+
+
+# -- Reading budget of the core path ---------------------------------------------
+#: The core pages (the tutorial a reader finishes) and their budget on the built
+#: English page: prose words (code blocks excluded) and lines of shown code.
+CORE_PAGES = ("tutorials/01_forward", "tutorials/02_backward", "tutorials/03_benchmark")
+BUDGET_WORDS, BUDGET_CODE_LINES = 1800, 300
+
+
+def reading_budget(page_html: str) -> tuple[int, int]:
+    """``(prose words, lines of shown code)`` of a built page.
+
+    Words are Latin words of two letters or more in the article's text outside
+    ``<pre>``, ``<code>``, scripts and styles; code lines are the line breaks
+    inside ``<pre>`` blocks (code cells and their printed output).
+    """
+    import html
+
+    match = re.search(r'<div itemprop="articleBody">(.*?)<footer', page_html, re.S)
+    body = match.group(1) if match else page_html
+    code_lines = sum(block.count("\n") for block in re.findall(r"<pre>(.*?)</pre>", body, re.S))
+    text = re.sub(r"<pre>.*?</pre>", " ", body, flags=re.S)
+    text = re.sub(r"<(script|style|code)[^>]*>.*?</\1>", " ", text, flags=re.S)
+    text = html.unescape(re.sub(r"<[^>]+>", " ", text))
+    return len(re.findall(r"[A-Za-z]{2,}", text)), code_lines
+
+
+def over_budget(html_dir: Path) -> list[str]:
+    """The core pages of a built English edition that exceed their budget, with their counts."""
+    found = []
+    for page in CORE_PAGES:
+        words, code = reading_budget((Path(html_dir) / f"{page}.html").read_text(encoding="utf-8"))
+        if words > BUDGET_WORDS or code > BUDGET_CODE_LINES:
+            found.append(f"{page}: {words} words (budget {BUDGET_WORDS}), "
+                         f"{code} lines of code (budget {BUDGET_CODE_LINES})")
+    return found
+
+
+def check_reading_budget(app, exception) -> None:
+    """``build-finished``: a warning (an error under ``-W``) when a core page is over budget."""
+    if exception is not None or app.builder.format != "html" or str(app.config.language) != "en":
+        return
+    from sphinx.util import logging
+
+    for problem in over_budget(Path(app.outdir)):
+        logging.getLogger(__name__).warning("[ln_gallery] over the reading budget: %s", problem)
+
+
+def setup(app):
+    app.connect("config-inited", translated_examples, priority=5)  # before sphinx-gallery reads its conf
+    app.connect("build-finished", check_reading_budget)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -312,8 +312,35 @@ class TranslatedThumbnails(SphinxTransform):
                 node.replace(node[0], nodes.Text(text))
 
 
+#: The standalone script of the core path: ``ln_tutorial/plain.py`` itself, offered under this
+#: name at ``_downloads/standalone/`` of every edition (the core pages link to it there).
+#: Other editions translate its comments and strings through ``locale/<lang>/code/layer_norm_triton.po``.
+STANDALONE = "layer_norm_triton.py"
+
+
+def standalone_script(srcdir: Path, language: str) -> bytes:
+    """The standalone script as an edition offers it."""
+    from ln_gallery import load_code_catalog, translate_code
+
+    source = (Path(srcdir).parent / "ln_tutorial" / "plain.py").read_text(encoding="utf-8")
+    if language and language != "en":
+        catalog = load_code_catalog(Path(srcdir) / "locale" / language / "code" / f"{Path(STANDALONE).stem}.po")
+        source = translate_code(source, catalog, gallery=False)
+    return source.encode("utf-8")
+
+
+def copy_standalone_script(app, exception) -> None:
+    """``build-finished``: put the standalone script into the edition's downloads."""
+    if exception is not None or app.builder.format != "html":
+        return
+    target = Path(app.outdir) / "_downloads" / "standalone" / STANDALONE
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(standalone_script(Path(app.srcdir), str(app.config.language)))
+
+
 def setup(app):
     app.connect("builder-inited", build_translated_downloads, priority=900)
+    app.connect("build-finished", copy_standalone_script)
     app.add_transform(TranslatedDownloads)
     app.add_transform(TranslatedThumbnails)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,225 @@
+"""
+Advanced: the forward at full speed
+===================================
+
+The forward kernel of the first page holds one row per program. The
+package's default forward computes the same function and adds what some
+shapes need: several rows per program, a launch table measured on an H100,
+a kernel for rows too wide for the registers, and on a GPU a few kernels for
+particular row lengths. Each section says first which shapes it is for and
+what it gains; the `performance notes <../performance.html>`_ have the
+measurements. Read this page after the core path, or skip it.
+"""
+
+# %%
+# Setting up
+# ----------
+#
+# As on the first page: without a GPU, the kernels run through Triton's
+# interpreter on small inputs.
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import NamedTuple
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ["TRITON_INTERPRET"] = "1"
+    print("No CUDA GPU found: the kernels run on the CPU through Triton's interpreter "
+          "(TRITON_INTERPRET=1), on small inputs.")
+
+import triton
+import triton.language as tl
+
+from ln_tutorial import launch, plain
+
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+ON_GPU = DEVICE.type == "cuda"
+torch.manual_seed(0)
+
+# %%
+# Several rows per program
+# ------------------------
+#
+# *When it matters:* rows of a few kilobytes and less. One row of 256 float16
+# values is 512 bytes, far too little for one program: a GPU hides the
+# latency of its memory only if enough bytes are in flight at once. The
+# default kernel therefore normalizes ``BLOCK_M`` consecutive rows per
+# program, as a ``BLOCK_M`` by ``BLOCK_N`` tile of addresses (``rows[:, None]``
+# and ``cols[None, :]``). It also accepts a missing weight or bias (``if W is
+# not None`` is decided at compile time, so the bias-free kernel contains no
+# bias load), float64 inputs (``COMPUTE``), and, with ``PREFETCH_AHEAD``, asks
+# the L2 cache for the rows of a later program.
+
+# ln_tutorial:source ln_tutorial.kernels.reciprocal
+# ln_tutorial:source ln_tutorial.kernels.prefetch_to_l2
+# ln_tutorial:source ln_tutorial.kernels.prefetch_rows
+# ln_tutorial:source ln_tutorial.kernels.layer_norm_fwd_kernel
+
+# %%
+# Two details differ from the plain kernel:
+#
+# * Both sums are multiplied by ``inv_n``, the :math:`1/N` that ``reciprocal``
+#   computes once per program. Triton's ``/`` on float32 is a fast division
+#   that may be off by a couple of units in the last place: harmless almost
+#   everywhere, but it would make :math:`x - \mathrm{mean}` slightly non-zero
+#   for a row of one element. ``tl.div_rn`` rounds correctly, so :math:`1/N`
+#   is exactly 1 when :math:`N = 1`. Calling ``tl.div_rn`` once per row sum
+#   instead cost bandwidth on the H100: even one scalar per row is not free
+#   inside a kernel this tight.
+#
+# * The prefetch goes through a PTX ``prefetch.global.L2`` instruction in
+#   Triton's inline assembly: no register is held and nothing waits for it.
+#   It helped only rows of 8 KB, by a few percent (``FORWARD_PREFETCH``); the
+#   interpreter has no PTX, so there it is off.
+#
+# The launch table and its model
+# ------------------------------
+#
+# *When it matters:* always; it is the default's choice of ``BLOCK_M`` and
+# warps. The entries are the fastest configurations a sweep found on an H100,
+# keyed by the size of a padded row in bytes (a float32 row of 4096 values and
+# a float16 row of 8192 values occupy the same registers and move the same
+# memory). A model explains them. A program of ``num_warps`` warps spreads its
+# tile over ``32 * num_warps`` threads, each holding
+# ``BLOCK_M * BLOCK_N / (32 * num_warps)`` float32 values in registers; its
+# bytes in flight are ``BLOCK_M`` rows. A program should move several
+# kilobytes, or the memory waits on it; a thread should hold few enough
+# values that it does not spill and that the SM runs several programs at
+# once. The grid has :math:`M / \mathrm{BLOCK\_M}` programs; divided by the
+# programs the SMs hold at once, that is the number of *waves*, and a last
+# wave that is mostly empty leaves SMs idle. Computed from the table, in
+# float16:
+
+# ln_tutorial:source ln_tutorial.launch.ForwardConfig
+# ln_tutorial:source ln_tutorial.launch.FORWARD_TABLE
+
+# %%
+
+print(f"{'row bytes':>9} {'BLOCK_M':>8} {'warps':>6} {'values per thread':>18} {'bytes per program':>18}")
+for row_bytes, (block_m, warps) in launch.FORWARD_TABLE.items():
+    values = block_m * row_bytes // 2 // (32 * warps)
+    print(f"{row_bytes:>9} {block_m:>8} {warps:>6} {values:>18} {block_m * row_bytes:>18}")
+
+# %%
+# Rows of 2 KB get eight rows per program, rows of 4 and 8 KB two, and wider
+# rows one: every program moves at least 8 KB. More warps mean fewer values
+# per thread and more loads in flight, but also more threads that must
+# combine their partial sums in each reduction, which is why the warps do not
+# simply grow with the row. Rows shorter than 2 KB are packed into tiles of
+# about 8 KB, up to 64 rows:
+
+# ln_tutorial:source ln_tutorial.launch.forward_config
+
+# %%
+# Padded rows, Gluon and clusters
+# -------------------------------
+#
+# *When it matters:* half-precision rows whose length is not a power of two,
+# and rows of 24 to 128 KB, on a GPU. A row of 9216 float16 values sits in a
+# tile 16384 wide: 44 % of the lanes load nothing yet hold registers. For
+# such rows ``FORWARD_PADDED`` overrides the table (fewer warps, one row per
+# program, or a loop over 2048-value steps that wastes nothing).
+#
+# Each ``tl.sum`` over a row spread across warps ends in an exchange between
+# the warps, through shared memory, and the second sum waits for the first.
+# With 16 or 32 warps that wait shows. On a GPU, with Triton 3.6 or later,
+# half-precision rows of 12288 to 32768 values therefore take
+# ``FORWARD_ONE_EXCHANGE``: a variant of this kernel written in Gluon,
+# Triton's lower-level dialect, in which each warp sums its own columns and
+# the warps trade their sums once (``ln_tutorial/kernels_gluon.py``). The same
+# Gluon kernel holds padded half-precision rows of 4097 to 12287 values as two
+# tiles, half the padded width and then a power-of-two tail
+# (``FORWARD_TWO_TILES``): fewer lanes idle than in one tile, and nothing is
+# read twice as in the loop. A row of 65536 half-precision values (128 KB) is
+# too much for one program; on a Hopper GPU the two programs of a
+# thread-block cluster hold half of it each and trade their halves' sums once,
+# through each other's shared memory (``FORWARD_CLUSTER``). Triton's
+# interpreter cannot run Gluon, so on the CPU these rows take the kernels of
+# this page, which compute the same function. The gains are a few percent
+# each; the performance notes give them shape by shape.
+#
+# Here is what the default picks for a few row lengths, on this machine:
+
+print(f"{'N':>7} {'dtype':>9} {'BLOCK_M':>8} {'BLOCK_N':>8} {'TAIL_N':>7} {'warps':>6} {'looped':>7} {'Gluon':>6}")
+for n in (128, 768, 1024, 1536, 2560, 4096, 8192, 9216, 16384, 32768, 65536):
+    for dtype in (torch.float16, torch.float32):
+        cfg = launch.forward_config(n, torch.empty(0, dtype=dtype).element_size())
+        tiles = f"{cfg.block_m:>8} {cfg.block_n:>8} {cfg.tail_n:>7}"
+        print(f"{n:>7} {str(dtype)[6:]:>9} {tiles} {cfg.num_warps:>6} {cfg.looped!s:>7} {cfg.one_exchange!s:>6}")
+
+# %%
+# The launcher
+# ------------
+#
+# *When it matters:* small inputs, where the host's time per call shows. The
+# default launcher allocates the outputs, picks the configuration and
+# launches one program per ``BLOCK_M`` rows. Triton passes a Python float to
+# a kernel as float32, which would round :math:`\epsilon` for float64 inputs,
+# so the launcher splits it into its float32 value and the remainder. And a
+# ``Launcher`` skips Triton's general per-call dispatch once the kernel is
+# compiled: it is ``kernel[grid](..., **meta)`` with the compile-time
+# arguments bound once per configuration.
+
+# ln_tutorial:source ln_tutorial.launch._split_eps
+# ln_tutorial:source ln_tutorial.launch.layer_norm_forward
+# ln_tutorial:source ln_tutorial.launch._forward_launcher
+
+# %%
+# Wide rows
+# ---------
+#
+# *When it matters:* rows of more than 64 KB. A row in registers is fast, but
+# registers are finite: an SM has 256 KB of them, shared by all the programs
+# it runs, and the kernel converts every value to float32, so a row of 64 KB
+# of float16 input already needs 128 KB. Past ``MAX_FUSED_FWD_BYTES`` the
+# kernel would spill to slow local memory, so ``forward_config`` returns
+# ``FORWARD_LOOPED``, which selects a second kernel. It walks each row in
+# steps of ``BLOCK_N`` elements, twice:
+
+# ln_tutorial:source ln_tutorial.kernels.layer_norm_fwd_looped_kernel
+
+# %%
+# The first sweep cannot centre the values (the mean is not known yet), so it
+# sums :math:`x - s` and :math:`(x - s)^2` around a *shift* :math:`s`, the mean
+# of the first block, and uses
+#
+# .. math::
+#
+#    \mathrm{Var}[x] = \mathrm{E}[(x - s)^2] - \mathrm{E}[x - s]^2 .
+#
+# This is the one-pass formula again, but applied to values from which
+# something close to the mean has already been removed, so the two terms are
+# no longer nearly equal (Chan, Golub and LeVeque, 1983). The second sweep
+# reads the row again to write :math:`y`. The row is still in the L2 cache at
+# that point, and the loads say so: the first sweep loads with
+# ``eviction_policy="evict_last"`` (keep these lines in the cache), the second
+# with ``"evict_first"`` (they will not be needed again), so the re-read costs
+# little memory traffic.
+#
+# A launch configuration can also be passed explicitly, which lets us run the
+# looped kernel on a small input, with a step of 128 elements, and compare it
+# with the plain kernel of the first page on rows whose offset would defeat
+# the plain one-pass formula:
+
+wide = 1000.0 + torch.randn(8, 1000, device=DEVICE)
+ones, zeros = torch.ones(1000, device=DEVICE), torch.zeros(1000, device=DEVICE)
+looped_cfg = launch.ForwardConfig(looped=True, block_m=1, block_n=128, num_warps=4)
+y_looped, _, _ = launch.layer_norm_forward(wide, None, None, 1e-5, config=looped_cfg)
+y_plain, _, _ = plain.layer_norm_forward(wide, ones, zeros, 1e-5)
+print("looped kernel against the plain kernel, max |difference|:", (y_looped - y_plain).abs().max().item())
+assert torch.allclose(y_looped, y_plain, atol=1e-4)
+
+# %%
+# References
+# ----------
+#
+# * Tony F. Chan, Gene H. Golub and Randall J. LeVeque, "Algorithms for
+#   Computing the Sample Variance: Analysis and Recommendations", The American
+#   Statistician 37(3), 1983.
+#
+# * Triton's documentation on Gluon, its lower-level dialect, and NVIDIA's
+#   CUDA programming guide on thread-block clusters.
