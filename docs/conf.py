@@ -10,6 +10,7 @@ fetches anything (intersphinx, binder links, ...) is enabled.
 """
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -97,6 +98,30 @@ html_search_options = {"dict": str(DOCS / "locale" / "zh_CN" / "search_words.txt
 html_show_sourcelink = True
 html_copy_source = True
 
+# -- Hosting ---------------------------------------------------------------------
+# Published at $LN_TUTORIAL_BASE_URL (the Pages workflow sets it), each edition
+# under <base>/<lang>/: _edition_settings sets html_baseurl from it, and Sphinx
+# writes every page's <link rel="canonical">. build.py writes the sitemap.
+BASE_URL = os.environ.get("LN_TUTORIAL_BASE_URL", "").strip().rstrip("/")
+
+
+def _commit() -> str:
+    """The commit this site is built from ("-dirty": with uncommitted changes), or ""."""
+    try:
+        return subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=12"], cwd=ROOT,
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):  # not a git checkout
+        return ""
+
+
+COMMIT = _commit()
+# The page footer (docs/_templates/footer.html): version and commit.
+BUILD_LABEL = {
+    "en": f"ln_tutorial {release}" + (f", built from commit {COMMIT}." if COMMIT else "."),
+    "zh": f"ln_tutorial {release}" + (f"，构建自提交 {COMMIT}。" if COMMIT else "。"),
+}
+html_context["ln_build"] = BUILD_LABEL["en"]
+
 # -- autodoc -----------------------------------------------------------------
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
@@ -153,6 +178,9 @@ def _edition_settings(app, config):
         # Text of the page frame that no catalog of ours reaches.
         config.html_title = "ln_tutorial 文档"
         config.copyright = "2026，ln_tutorial 作者"
+        config.html_context["ln_build"] = BUILD_LABEL["zh"]
+    if BASE_URL:
+        config.html_baseurl = f"{BASE_URL}/{config.language}/"
 
 
 def setup(app):
