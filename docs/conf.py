@@ -115,12 +115,23 @@ def _commit() -> str:
 
 
 COMMIT = _commit()
-# The page footer (docs/_templates/footer.html): version and commit.
-BUILD_LABEL = {
-    "en": f"ln_tutorial {release}" + (f", built from commit {COMMIT}." if COMMIT else "."),
-    "zh": f"ln_tutorial {release}" + (f"，构建自提交 {COMMIT}。" if COMMIT else "。"),
+# Page-frame text of each edition (docs/_templates/): the footer's version and
+# commit, and the note under the download buttons of the tutorial pages.
+FRAME_TEXT = {
+    "en": {
+        "ln_build": f"ln_tutorial {release}" + (f", built from commit {COMMIT}." if COMMIT else "."),
+        "ln_downloads_note": "The downloads need PyTorch, Triton and this package with its examples extra "
+                             '(in a checkout: <code>pip install -e ".[examples]"</code>), see '
+                             '<a href="{href}">Installation</a>.',
+    },
+    "zh": {
+        "ln_build": f"ln_tutorial {release}" + (f"，构建自提交 {COMMIT}。" if COMMIT else "。"),
+        "ln_downloads_note": "下载的脚本和笔记本需要 PyTorch、Triton 以及本包和它的 examples 附加依赖"
+                             '（在源代码仓库中：<code>pip install -e ".[examples]"</code>），见'
+                             '<a href="{href}">安装</a>。',
+    },
 }
-html_context["ln_build"] = BUILD_LABEL["en"]
+html_context.update(FRAME_TEXT["en"])
 
 # -- autodoc -----------------------------------------------------------------
 autodoc_member_order = "bysource"
@@ -178,7 +189,7 @@ def _edition_settings(app, config):
         # Text of the page frame that no catalog of ours reaches.
         config.html_title = "ln_tutorial 文档"
         config.copyright = "2026，ln_tutorial 作者"
-        config.html_context["ln_build"] = BUILD_LABEL["zh"]
+        config.html_context.update(FRAME_TEXT["zh"])
     if BASE_URL:
         config.html_baseurl = f"{BASE_URL}/{config.language}/"
 
