@@ -64,7 +64,7 @@ root_doc = "index"
 language = "en"
 pygments_style = "sphinx"
 
-# -- i18n (issue 5) ------------------------------------------------------------
+# -- i18n ------------------------------------------------------------------------
 # One catalog per document under locale/<lang>/LC_MESSAGES/, e.g.
 # tutorials/01_forward.po. build.py passes -D language=zh_CN for that edition.
 locale_dirs = ["locale/"]
