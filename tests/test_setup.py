@@ -178,6 +178,8 @@ def test_pages_builds_with_the_readme_command():
         assert steps["Build both editions"]["env"]["LN_TUTORIAL_BASE_URL"] == "${{ steps.pages.outputs.base_url }}"
         upload = [s for s in build_job["steps"] if "upload-pages-artifact" in s.get("uses", "")]
         assert upload and upload[0]["with"]["path"] == "docs/_build/html"
+    passenv = re.split(r"\n\S", (ROOT / "tox.ini").read_text(encoding="utf-8").split("passenv =", 1)[1], 1)[0]
+    assert "LN_TUTORIAL_*" in passenv.split(), "tox must pass LN_TUTORIAL_BASE_URL to docs/build.py"
     gpu = _workflow(ROOT / ".github" / "workflows" / "pages-gpu.yml")["jobs"]["build"]
     assert {"self-hosted", "gpu"} <= set(gpu["runs-on"])
 
