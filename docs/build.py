@@ -15,7 +15,13 @@ Steps:
    same, so sphinx-gallery finds the scripts unchanged (md5) and reuses the
    executed results: the examples run once, not once per language.
 3. ``docs/_build/html/index.html``: sends the reader to the edition matching
-   the browser's language, with plain links to every edition.
+   the browser's language, with plain links to every edition; ``404.html``,
+   the page a static host (GitHub Pages) shows for a missing address.
+4. With ``LN_TUTORIAL_BASE_URL`` set to the address the site is published at
+   (the Pages workflow sets it), every page carries its canonical link
+   (conf.py sets ``html_baseurl``) and ``sitemap.xml`` lists every page of
+   every edition with its translations. Without it, neither is written: both
+   need absolute addresses.
 
 Any warning fails the build (after all pages are tried, ``--keep-going``);
 a failing example fails it too. By default the gallery output is removed
@@ -26,12 +32,15 @@ from __future__ import annotations
 
 import argparse
 import html
+import os
 import re
 import shutil
 import subprocess
 import sys
 import time
+import urllib.parse
 from pathlib import Path
+from xml.sax.saxutils import quoteattr
 
 DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
@@ -42,6 +51,10 @@ LABELS = {"en": "English", "zh_CN": "简体中文"}
 BROWSER_PREFIXES = {"zh_CN": ["zh"]}
 # What sphinx-gallery writes into the source tree (git-ignored).
 GALLERY_OUTPUTS = [DOCS / "tutorials", DOCS / "sg_execution_times.rst", DOCS / "_generated"]
+# Where the site is published (https://host/path/); conf.py reads it too.
+BASE_URL_VARIABLE = "LN_TUTORIAL_BASE_URL"
+# Pages of an edition that are no content of their own: not in the sitemap.
+NOT_IN_SITEMAP = {"search.html", "genindex.html", "py-modindex.html"}
 
 
 def editions() -> list[str]:
@@ -80,6 +93,8 @@ def remote_resources(html_dir: Path) -> list[str]:
     for page in sorted(html_dir.rglob("*.html")):
         for match in _REMOTE.finditer(page.read_text(encoding="utf-8", errors="replace")):
             tag = page.read_text(encoding="utf-8", errors="replace")[match.start():].split(">", 1)[0]
+            if re.search(r"\brel\s*=\s*[\"']?(?:canonical|alternate)\b", tag, re.I):
+                continue  # an address naming the page, never fetched
             found.append(f"{page.relative_to(html_dir)}: {tag[:160]}>")
     for sheet in sorted(html_dir.rglob("*.css")):
         for match in _REMOTE_CSS.finditer(sheet.read_text(encoding="utf-8", errors="replace")):
@@ -141,6 +156,78 @@ def write_root_index(langs: list[str], html_dir: Path = HTML) -> Path:
     return path
 
 
+def base_url() -> str:
+    """The published address from the environment, with one trailing slash ("" when unset)."""
+    url = os.environ.get(BASE_URL_VARIABLE, "").strip()
+    return url.rstrip("/") + "/" if url else ""
+
+
+def write_not_found(langs: list[str], url: str, html_dir: Path = HTML) -> Path:
+    """404.html: shown by the host at any depth, so its links are absolute paths."""
+    root = urllib.parse.urlsplit(url).path if url else "/"
+    links = "\n".join(
+        f'    <li><a href="{html.escape(root)}{lang}/index.html" lang="{lang.replace("_", "-")}">'
+        f"{html.escape(LABELS.get(lang, lang))}</a></li>"
+        for lang in langs
+    )
+    page = f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <meta name="viewport" content="width=device-width, initial-scale=1">
+  <meta name="robots" content="noindex">
+  <title>Page not found · 页面不存在 · ln_tutorial</title>
+  <style>
+    body {{ font-family: Lato, "Helvetica Neue", Arial, sans-serif; margin: 4em auto; max-width: 36em; color: #404040; }}
+    a {{ color: #2980b9; }}
+  </style>
+</head>
+<body>
+  <h1>ln_tutorial</h1>
+  <p>This page does not exist (any more). Start again from an edition:</p>
+  <p lang="zh-CN">此页面不存在（或已移动）。请从以下语言版本的首页重新开始：</p>
+  <ul>
+{links}
+  </ul>
+</body>
+</html>
+"""
+    path = Path(html_dir) / "404.html"
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+def write_sitemap(langs: list[str], url: str, html_dir: Path = HTML) -> Path:
+    """sitemap.xml: every page of every edition, each with its translations (hreflang)."""
+    pages = {
+        lang: sorted(
+            p.relative_to(html_dir / lang).as_posix()
+            for p in (html_dir / lang).rglob("*.html")
+            if p.name not in NOT_IN_SITEMAP and not p.relative_to(html_dir / lang).parts[0].startswith("_")
+        )
+        for lang in langs
+    }
+    entries = []
+    for lang in langs:
+        for page in pages[lang]:
+            alternates = "".join(
+                f'\n    <xhtml:link rel="alternate" hreflang="{other.replace("_", "-")}" '
+                f"href={quoteattr(url + other + '/' + page)}/>"
+                for other in langs
+                if page in pages[other]
+            )
+            loc = html.escape(url + lang + "/" + page)
+            entries.append(f"  <url>\n    <loc>{loc}</loc>{alternates}\n  </url>")
+    path = Path(html_dir) / "sitemap.xml"
+    path.write_text(
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" '
+        'xmlns:xhtml="http://www.w3.org/1999/xhtml">\n' + "\n".join(entries) + "\n</urlset>\n",
+        encoding="utf-8",
+    )
+    return path
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keep-cache", action="store_true", help="reuse executed examples and doctrees")
@@ -183,12 +270,22 @@ def main(argv: list[str] | None = None) -> None:
         extra = [] if lang == "en" else ["-D", f"language={lang}"]
         sphinx("html", HTML / lang, BUILD / "doctrees" / lang, *extra)
         print(f"  {lang}: {time.monotonic() - t0:.0f} s", flush=True)
-    index = write_root_index([lang for lang in editions() if (HTML / lang / "index.html").exists()])
+    built = [lang for lang in editions() if (HTML / lang / "index.html").exists()]
+    index = write_root_index(built)
+    url = base_url()
+    write_not_found(built, url)
+    stale_sitemap = HTML / "sitemap.xml"
+    if url:
+        print(f"  sitemap: {write_sitemap(built, url)} ({url})")
+    elif stale_sitemap.exists():
+        stale_sitemap.unlink()
     remote = remote_resources(HTML)
     if remote:
         sys.exit("docs/build.py: the site would fetch from other sites (it must work offline):\n  "
                  + "\n  ".join(remote))
 
+    if not url:
+        print(f"  no sitemap.xml and no canonical links: {BASE_URL_VARIABLE} (the published address) is not set")
     print(f"\nThe site is built ({time.monotonic() - start:.0f} s): {index}")
     for lang in langs:
         print(f"  {LABELS.get(lang, lang):8} {HTML / lang / 'index.html'}")

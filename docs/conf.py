@@ -10,6 +10,7 @@ fetches anything (intersphinx, binder links, ...) is enabled.
 """
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -65,7 +66,7 @@ root_doc = "index"
 language = "en"
 pygments_style = "sphinx"
 
-# -- i18n (issue 5) ------------------------------------------------------------
+# -- i18n ------------------------------------------------------------------------
 # One catalog per document under locale/<lang>/LC_MESSAGES/, e.g.
 # tutorials/01_forward.po. build.py passes -D language=zh_CN for that edition.
 locale_dirs = ["locale/"]
@@ -98,6 +99,41 @@ html_context = {
 html_search_options = {"dict": str(DOCS / "locale" / "zh_CN" / "search_words.txt")}
 html_show_sourcelink = True
 html_copy_source = True
+
+# -- Hosting ---------------------------------------------------------------------
+# Published at $LN_TUTORIAL_BASE_URL (the Pages workflow sets it), each edition
+# under <base>/<lang>/: _edition_settings sets html_baseurl from it, and Sphinx
+# writes every page's <link rel="canonical">. build.py writes the sitemap.
+BASE_URL = os.environ.get("LN_TUTORIAL_BASE_URL", "").strip().rstrip("/")
+
+
+def _commit() -> str:
+    """The commit this site is built from ("-dirty": with uncommitted changes), or ""."""
+    try:
+        return subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=12"], cwd=ROOT,
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):  # not a git checkout
+        return ""
+
+
+COMMIT = _commit()
+# Page-frame text of each edition (docs/_templates/): the footer's version and
+# commit, and the note under the download buttons of the tutorial pages.
+FRAME_TEXT = {
+    "en": {
+        "ln_build": f"ln_tutorial {release}" + (f", built from commit {COMMIT}." if COMMIT else "."),
+        "ln_downloads_note": "The downloads need PyTorch, Triton and this package with its examples extra "
+                             '(in a checkout: <code>pip install -e ".[examples]"</code>), see '
+                             '<a href="{href}">Installation</a>.',
+    },
+    "zh": {
+        "ln_build": f"ln_tutorial {release}" + (f"，构建自提交 {COMMIT}。" if COMMIT else "。"),
+        "ln_downloads_note": "下载的脚本和笔记本需要 PyTorch、Triton 以及本包和它的 examples 附加依赖"
+                             '（在源代码仓库中：<code>pip install -e ".[examples]"</code>），见'
+                             '<a href="{href}">安装</a>。',
+    },
+}
+html_context.update(FRAME_TEXT["en"])
 
 # -- autodoc -----------------------------------------------------------------
 autodoc_member_order = "bysource"
@@ -155,6 +191,9 @@ def _edition_settings(app, config):
         # Text of the page frame that no catalog of ours reaches.
         config.html_title = "ln_tutorial 文档"
         config.copyright = "2026，ln_tutorial 作者"
+        config.html_context.update(FRAME_TEXT["zh"])
+    if BASE_URL:
+        config.html_baseurl = f"{BASE_URL}/{config.language}/"
 
 
 def setup(app):
