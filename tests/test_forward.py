@@ -147,7 +147,7 @@ def test_looped_forward_reads_only_the_row():
 
 def test_padded_short_rows_take_their_own_configuration():
     """Half-precision rows of 1025 to 1792 values take one row per program; 2048-value rows,
-    and float32 rows of the same bytes, keep the table's entry (performance notes, runs 125-126)."""
+    and float32 rows of the same bytes, keep the table's entry (the performance page)."""
     assert launch.forward_config(1025, 2) == launch.forward_config(1792, 2) == launch.ForwardConfig(False, 1, 2048, 4)
     assert launch.forward_config(1793, 2) == launch.forward_config(2048, 2) == launch.ForwardConfig(False, 2, 2048, 8)
     assert launch.forward_config(1024, 4) == launch.ForwardConfig(False, 2, 1024, 8)
@@ -156,7 +156,7 @@ def test_padded_short_rows_take_their_own_configuration():
 def test_wide_half_rows_take_the_one_exchange_kernel():
     """Half-precision rows of 12288 to 32768 values (32 and 64 KB) take the Gluon kernel in one tile
     on a GPU; 8192-value rows, float32 rows of the same bytes and looped rows do not (performance
-    notes, run 130; shorter padded rows take it in two tiles, the next test). A Triton older than
+    notes; shorter padded rows take it in two tiles, the next test). A Triton older than
     3.6 has another Gluon: there the Triton kernel takes every row."""
     for n in (12288, 12800, 16384, 20000, 32768):
         cfg = launch.forward_config(n, 2)
@@ -168,7 +168,7 @@ def test_wide_half_rows_take_the_one_exchange_kernel():
 @needs_gluon
 def test_padded_half_rows_take_two_tiles():
     """Half-precision rows of 4097 to 8191 and 8193 to 12287 values take the Gluon kernel with a
-    power-of-two tail tile (run 139); powers of two, float32 rows and longer rows do not."""
+    power-of-two tail tile; powers of two, float32 rows and longer rows do not."""
     two_tiles = lambda head, warps, tail: launch.ForwardConfig(False, 1, head, warps, one_exchange=True, tail_n=tail)  # noqa: E731
     expected = {
         4097: two_tiles(4096, 8, 256),  # the smallest tail: one column per lane
@@ -186,7 +186,7 @@ def test_padded_half_rows_take_two_tiles():
 
 
 def test_rows_of_128_KB_are_shared_by_a_cluster():
-    """Half-precision rows of exactly 65536 values take two programs of a cluster (runs 133-134);
+    """Half-precision rows of exactly 65536 values take two programs of a cluster;
     padded ones (slower there), wider ones and float32 rows of the same bytes loop."""
     cfg = launch.forward_config(65536, 2)
     assert (cfg.one_exchange, cfg.cluster) == ((True, 2) if launch.GLUON else (False, 1))

@@ -1,4 +1,4 @@
-"""The built site, verified like a reader (issue 6).
+"""The built site, verified like a reader.
 
 `docs/_build/html/` is served on 127.0.0.1 and driven in a real headless Chromium
 (Debian's ``chromium`` with Playwright for Python); the downloads are fetched over
@@ -53,17 +53,13 @@ import pytest
 
 pytestmark = pytest.mark.site
 
-# --- the one switch: flip to True once issue 5's Chinese edition is built -------------
-ZH_CN_EDITION_READY = True
-ZH_CN_REASON = "the zh_CN edition (issue 5) is not built yet: flip ZH_CN_EDITION_READY in tests/test_site.py"
-
 ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(os.environ.get("LN_TUTORIAL_SITE_DIR", ROOT / "docs" / "_build" / "html"))
 SCREENSHOTS = SITE.parent / "screenshots"  # docs/_build/screenshots/, git-ignored
 ARTIFACTS = SITE.parent / "site-tests"  # the executed notebooks and the script's output
 IN_CI = os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
 
-TUTORIALS = ["01_forward", "02_backward", "03_benchmark"]
+TUTORIALS = ["01_forward", "02_backward", "03_benchmark", "04_forward_advanced", "05_backward_advanced"]
 EXECUTED_NOTEBOOKS = ["01_forward", "02_backward"]
 HTML_LANG = {"en": "en", "zh_CN": "zh-CN"}
 BROWSER_LOCALE = {"en": "en-US", "zh_CN": "zh-CN"}
@@ -87,21 +83,11 @@ NAV_TIMEOUT_MS = 60_000
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
-def _lang(lang: str):
-    if lang == "zh_CN" and not ZH_CN_EDITION_READY:
-        return pytest.param(lang, marks=pytest.mark.xfail(reason=ZH_CN_REASON, strict=False))
-    return lang
-
-
-LANGS = [_lang("en"), _lang("zh_CN")]
-ZH_MARKS = [] if ZH_CN_EDITION_READY else [pytest.mark.xfail(reason=ZH_CN_REASON, strict=False)]
+LANGS = ["en", "zh_CN"]
 
 
 def _edition_built(lang: str) -> None:
-    """A missing zh_CN edition is the expected failure while ZH_CN_EDITION_READY is False: say so at once."""
     if not (SITE / lang / "index.html").is_file():
-        if lang == "zh_CN" and not ZH_CN_EDITION_READY:
-            pytest.xfail(ZH_CN_REASON)
         pytest.fail(f"the {lang} edition is not built: {SITE / lang}/index.html is missing", pytrace=False)
 
 
@@ -517,7 +503,7 @@ def _click_switch(page, target: str):
     assert page.url.split("#")[0] == target, f"clicked the switch, landed on {page.url}, expected {target}"
 
 
-@pytest.mark.parametrize("name", [pytest.param(t, marks=ZH_MARKS) for t in TUTORIALS + ["index"]])
+@pytest.mark.parametrize("name", TUTORIALS + ["index"])
 def test_language_switch_round_trip(browser, base_url, name):
     _edition_built("zh_CN")
     ctx = _new_context(browser, base_url)
@@ -554,7 +540,7 @@ def test_root_index_sends_reader_to_their_edition(browser, base_url, lang):
     # plain links to both editions (a reader without JavaScript)
     _, body = _fetch(base_url + "index.html")
     hrefs = re.findall(rb'href="([^"]+)"', body)
-    for ed in ["en"] + (["zh_CN"] if ZH_CN_EDITION_READY or lang == "zh_CN" else []):
+    for ed in LANGS:
         assert any(h.lstrip(b"./").startswith(ed.encode() + b"/") for h in hrefs), f"no plain link to {ed}/"
 
 
@@ -599,11 +585,15 @@ def _downloads(v: Visit, base_url: str) -> dict[str, str]:
 _RST_DIRECTIVE = re.compile(r"^\s*\.\. [a-zA-Z][\w-]*::", re.M)
 
 
-def _code_of_py(src: bytes) -> str:
-    """The code of a script, prose left out: the AST without the module docstring (comments are not in it)."""
+def _code_of_py(src) -> str:
+    """The code of a script, prose left out: its AST without the module docstring, every string blanked
+    (the Chinese downloads translate printed strings and labels; comments are not in the AST)."""
     tree = ast.parse(src)
     if tree.body and isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[0].value, ast.Constant):
         tree.body = tree.body[1:]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            node.value = ""
     return ast.dump(tree)
 
 
@@ -652,8 +642,8 @@ def test_tutorial_downloads(visit, base_url, lang, name):
         assert CJK.search(files[f"{name}.py"].decode("utf-8")), f"{name}.py (zh_CN): the script's prose is not in Chinese"
         en = _downloads(visit("en", f"tutorials/{name}"), base_url)
         en_nb = _nb(_fetch(en[f"{name}.ipynb"])[1])
-        assert [c.source for c in nb.cells if c.cell_type == "code"] == [
-            c.source for c in en_nb.cells if c.cell_type == "code"], f"{name}.ipynb: zh_CN code differs from en"
+        assert _code_of_py(code) == _code_of_py(
+            "\n".join(c.source for c in en_nb.cells if c.cell_type == "code")), f"{name}.ipynb: zh_CN code differs from en"
         assert _code_of_py(files[f"{name}.py"]) == _code_of_py(_fetch(en[f"{name}.py"])[1]), (
             f"{name}.py: zh_CN code differs from en")
 

@@ -14,6 +14,7 @@ TINY_RUNS = {
     "tune.py": ["--mode", "forward", "--shapes", "float32:4x64"],
     "host_timeline.py": ["--shapes", "4x64", "--dtype", "float32", "--reps", "2"],
     "profile_calls.py": ["--shapes", "float32:4x64", "--calls", "2"],
+    "train_step.py": ["--layers", "1", "--width", "64", "--batch", "1", "--seq", "8", "--steps", "1", "--repetitions", "2"],
 }
 
 
@@ -41,7 +42,8 @@ def test_help_shows_the_defaults(name, tmp_path):
 def test_tiny_run_on_the_interpreter(name, tmp_path):
     out = _run([str(ROOT / "tools" / name), *TINY_RUNS[name]], tmp_path)
     expected = {"tune.py": "forward float32 4x64: 11 configurations", "host_timeline.py": "launch.layer_norm_forward exit",
-                "profile_calls.py": "ln_tutorial 4x64 float32: host fwd"}[name]  # fmt: skip
+                "profile_calls.py": "ln_tutorial 4x64 float32: host fwd",
+                "train_step.py": "ln_tutorial,1,64,1,8,bfloat16,"}[name]  # fmt: skip
     assert expected in out
     if name == "tune.py":
         rows = (tmp_path / "tune.csv").read_text().splitlines()

@@ -6,6 +6,9 @@ Prints one CSV row per norm (median and p20/p80 ms per step over several
 repetitions, the two interleaved) and appends them to ``--csv`` if given.
 
     python tools/train_step.py [--layers 6] [--width 1024] [--batch 8] [--seq 512] [--csv FILE]
+
+Without a GPU it runs on the CPU (through Triton's interpreter if ``TRITON_INTERPRET=1``): a check
+that the tool works, not a measurement.
 """
 
 import argparse
@@ -45,26 +48,28 @@ def model(layers: int, width: int, norm: type) -> torch.nn.Module:
 
 def step_times(models, data, amp_dtype, steps: int, repetitions: int):
     """Milliseconds per step of each model, repetitions interleaved so that noise hits both alike."""
+    device = data.device.type
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     optimizers = [torch.optim.AdamW(m.parameters(), lr=1e-4) for m in models]
     times = [[] for _ in models]
 
     def step(m, opt):
-        with torch.autocast("cuda", dtype=amp_dtype):
+        with torch.autocast(device, dtype=amp_dtype):
             loss = m(data).float().pow(2).mean()
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
 
     for m, opt in zip(models, optimizers):
-        for _ in range(5):
+        for _ in range(min(5, steps)):
             step(m, opt)
     for _ in range(repetitions):
         for m, opt, out in zip(models, optimizers, times):
-            torch.cuda.synchronize()
+            sync()
             start = time.perf_counter()
             for _ in range(steps):
                 step(m, opt)
-            torch.cuda.synchronize()
+            sync()
             out.append((time.perf_counter() - start) / steps * 1e3)
     return times
 
@@ -85,15 +90,14 @@ def main(argv=None):
     parser.add_argument("--repetitions", type=int, default=10)
     parser.add_argument("--csv", type=Path, help="append the rows to this file")
     args = parser.parse_args(argv)
-    if not torch.cuda.is_available():
-        sys.exit("train_step: needs a CUDA GPU")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
     norms = {"torch": torch.nn.LayerNorm, "ln_tutorial": ln_tutorial.LayerNorm}
-    models = [model(args.layers, args.width, norm).cuda() for norm in norms.values()]
-    data = torch.randn(args.batch, args.seq, args.width, device="cuda")
+    models = [model(args.layers, args.width, norm).to(device) for norm in norms.values()]
+    data = torch.randn(args.batch, args.seq, args.width, device=device)
     times = step_times(models, data, getattr(torch, args.amp), args.steps, args.repetitions)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     provenance = {
-        "gpu": torch.cuda.get_device_name(),
+        "gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu",
         "torch": torch.__version__,
         "triton": __import__("triton").__version__,
         "date": datetime.date.today().isoformat(),

@@ -3,7 +3,7 @@
 //
 // At the tutorial's small sizes a layer norm costs the GPU a few microseconds and the host,
 // in Python, several times as many: checks, allocations, the launch's arguments, autograd's
-// bookkeeping (docs/performance.md, runs 46, 51, 53 and 60). So:
+// bookkeeping (docs/performance.md shows where that time goes). So:
 //
 // * forward() takes the common call -- a CUDA tensor whose rows are contiguous, float32 or
 //   same-dtype parameters, no half precision under autocast, no tensor subclass -- allocates y and the row
