@@ -4,8 +4,8 @@ At the tutorial's small sizes the host, not the GPU, decides a layer norm's
 time: in Python the checks, allocations and launch arguments of a forward
 take longer than its kernel, and so does a Python ``Function.backward`` on the
 autograd engine's thread (the performance page shows where that time goes). The
-extension takes the common call -- a CUDA tensor with contiguous rows, no
-autocast, the ``"deterministic"`` backward -- in C++: it allocates ``y`` and the
+extension takes the common call -- a CUDA tensor with contiguous rows (cast to
+float32 first under autocast), the ``"deterministic"`` backward -- in C++: it allocates ``y`` and the
 row statistics, launches the compiled forward kernel and, when a gradient will
 be needed and the backward is one launch, gives ``y`` a C++ autograd node that
 launches the backward kernel without Python. Every other call, and every

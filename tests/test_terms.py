@@ -39,7 +39,12 @@ CATALOG_DIRS = [DOCS / "locale" / "zh_CN" / "LC_MESSAGES", DOCS / "_ext" / "loca
 CJK = re.compile(r"[\u3400-\u9fff]")
 
 # Italic or bold words that emphasise, not define: keep this list short.
-EMPHASIS_ONLY = {"every", "before"}
+EMPHASIS_ONLY = {
+    "every", "before",
+    "the host",  # a section's title, named in italics
+    "pages", "github actions",  # labels of GitHub's settings page
+    "the forward at full speed", "the backward at full speed",  # the advanced pages' names on the gallery index
+}
 
 
 def _catalogs():
