@@ -211,7 +211,7 @@ looped_cfg = launch.ForwardConfig(looped=True, block_m=1, block_n=128, num_warps
 y_looped, _, _ = launch.layer_norm_forward(wide, None, None, 1e-5, config=looped_cfg)
 y_plain, _, _ = plain.layer_norm_forward(wide, ones, zeros, 1e-5)
 print("looped kernel against the plain kernel, max |difference|:", (y_looped - y_plain).abs().max().item())
-assert torch.allclose(y_looped, y_plain, atol=1e-4)
+assert torch.allclose(y_looped, y_plain, atol=1e-3)  # float32 holds 1000 + x to about 6e-5
 
 # %%
 # References
