@@ -40,9 +40,10 @@ def layer_norm_fwd_kernel(X, Y, W, B, Mean, Rstd, stride, N, eps, BLOCK_N: tl.co
     cols = tl.arange(0, BLOCK_N)
     mask = cols < N
     x = tl.load(X + row * stride + cols, mask=mask, other=0.0).to(tl.float32)
-    mean = tl.sum(x, axis=0) / N
+    inv_n = tl.div_rn(tl.full([], 1.0, tl.float32), tl.full([], N, tl.float32))  # exact 1/N: a float32 "/" is approximate
+    mean = tl.sum(x, axis=0) * inv_n
     xc = tl.where(mask, x - mean, 0.0)  # centred first: no cancellation in the variance
-    var = tl.sum(xc * xc, axis=0) / N
+    var = tl.sum(xc * xc, axis=0) * inv_n
     rstd = 1 / tl.sqrt(var + eps)
     w = tl.load(W + cols, mask=mask).to(tl.float32)
     b = tl.load(B + cols, mask=mask).to(tl.float32)
@@ -64,14 +65,15 @@ def layer_norm_bwd_kernel(DY, DX, X, W, Mean, Rstd, DW_partial, DB_partial, stri
     w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
     dw = tl.zeros([BLOCK_N], dtype=tl.float32)
     db = tl.zeros([BLOCK_N], dtype=tl.float32)
+    inv_n = tl.div_rn(tl.full([], 1.0, tl.float32), tl.full([], N, tl.float32))  # exact 1/N: a float32 "/" is approximate
     for row in range(pid, M, tl.num_programs(0)):
         offsets = tl.cast(row, tl.int64) * stride + cols
         x = tl.load(X + offsets, mask=mask, other=0.0).to(tl.float32)
         dy = tl.load(DY + offsets, mask=mask, other=0.0).to(tl.float32)
         x_hat = tl.where(mask, (x - tl.load(Mean + row)) * tl.load(Rstd + row), 0.0)
         g = dy * w
-        c1 = tl.sum(x_hat * g, axis=0) / N
-        c2 = tl.sum(g, axis=0) / N
+        c1 = tl.sum(x_hat * g, axis=0) * inv_n
+        c2 = tl.sum(g, axis=0) * inv_n
         dx = (g - (x_hat * c1 + c2)) * tl.load(Rstd + row)
         tl.store(DX + offsets, dx.to(DX.dtype.element_ty), mask=mask)
         dw += dy * x_hat

@@ -149,6 +149,25 @@ def expand_examples(src: Path, dst: Path, code_catalogs: Path | None = None) -> 
 # replacement. The prose of the text cells is translated by the page catalogs.
 
 
+def _whole_string_tokens(source: str):
+    """tokenize's tokens, each f-string one STRING token as before Python 3.12 (which tokenizes
+    an f-string in pieces: FSTRING_START, its parts and fields, FSTRING_END)."""
+    starts = [0]
+    for line in source.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    depth, first = 0, None
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == getattr(tokenize, "FSTRING_START", None):
+            depth, first = depth + 1, first if depth else tok
+        elif depth and tok.type == tokenize.FSTRING_END:
+            depth -= 1
+            if not depth:
+                text = source[starts[first.start[0] - 1] + first.start[1]:starts[tok.end[0] - 1] + tok.end[1]]
+                yield tokenize.TokenInfo(tokenize.STRING, text, first.start, tok.end, first.line)
+        elif not depth:
+            yield tok
+
+
 def _code_tokens(source: str, gallery: bool = True):
     """The STRING and COMMENT tokens of a script's code.
 
@@ -157,7 +176,7 @@ def _code_tokens(source: str, gallery: bool = True):
     """
     lines = source.splitlines()
     first = True
-    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+    for tok in _whole_string_tokens(source):
         if tok.type in (tokenize.NL, tokenize.NEWLINE, tokenize.ENCODING):
             continue
         docstring, first = first and tok.type == tokenize.STRING, False
