@@ -16,7 +16,7 @@ from ln_tutorial import plain
 from ln_tutorial.reference import layer_norm_backward_reference, layer_norm_reference
 
 PLAIN = Path(plain.__file__)
-SHAPES = [(37, 300), (5, 1), (2, 3, 64)] + ([(4096, 3000), (300, 16384)] if ON_GPU else [])
+SHAPES = [(37, 300), (2, 3, 64)] + ([(4096, 3000), (300, 16384)] if ON_GPU else [])  # N = 1: its own test
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
@@ -43,6 +43,18 @@ def test_forward_and_backward_are_as_accurate_as_torch(device, shape, dtype):
     exact = [exact_y, exact_grads[0].reshape(shape), exact_grads[1], exact_grads[2]]
     for i, name in enumerate(("y", "dx", "dw", "db")):
         assert_as_accurate_as_torch(name, results["ours"][i], results["torch"][i].to(dtype), exact[i], dtype)
+
+
+def test_n1_gradients_are_zero(device):
+    """x̂ = 0 for N = 1, so dx = dw = 0 up to rounding (the relative-error test cannot scale to 0)."""
+    x, w, b = (torch.randn(shape, device=device, requires_grad=True) for shape in ((5, 1), (1,), (1,)))
+    dy = torch.randn(5, 1, device=device)
+    plain.layer_norm(x, w, b).backward(dy)
+    # dx = (w·dy - c2)·rstd: a fused multiply-add may keep w·dy unrounded, leaving one
+    # rounding error of w·dy, scaled by rstd = 1/sqrt(eps).
+    ulp = torch.finfo(torch.float32).eps * (w * dy).abs().max() / 1e-5**0.5
+    assert x.grad.abs().max() <= 2 * ulp and w.grad.abs().max() <= 2 * ulp
+    torch.testing.assert_close(b.grad, dy.sum(0))
 
 
 def test_backward_is_the_same_bit_for_bit_on_every_run(device):
