@@ -55,8 +55,10 @@ SETS = {
 SET_DTYPES = {"tutorial": torch.float16, "llm": torch.bfloat16}
 ELEMENTS_MOVED = {"forward": 2, "backward": 3}  # per element of x, in units of its size
 #: How far (relative, at the median) a new measurement of the same package on the same
-#: kind of GPU may stray from a recorded one: GPU time, and host-included time.
-TOLERANCE = {"gpu": 0.05, "host": 0.25}
+#: kind of GPU may stray from a recorded one: GPU time, and host-included time. Two full
+#: runs on two H100 machines agreed within 7 % in GPU time (torch.compile apart, up to 47 %:
+#: its autotuning may pick other kernels on each compile) and within 2x in host time.
+TOLERANCE = {"gpu": 0.08, "host": 1.0}
 CEILING = "copy"
 L2_FOOTPRINT = 256 * 2**20  # bytes of inputs the calls cycle through, several times any L2
 REPETITION_SECONDS = 2e-3  # GPU time aimed at per repetition, which sets the calls per repetition

@@ -171,8 +171,9 @@ class BenchmarkResults(_BenchDirective):
         }
         out = [_fixed(nodes.paragraph(text=self.tr(
             _("A new measurement of the same package on the same kind of GPU agrees with these figures within "
-              "{gpu:.0f}% at the median GPU time and {host:.0f}% at the median host-included time; "
-              "python -m ln_tutorial.bench --compare FILE lists the points that do not."),
+              "{gpu:.0f}% at the median GPU time (torch.compile apart: its autotuning may pick other kernels on "
+              "each compile) and within {host:.0f}% at the median host-included time, which follows the load "
+              "of the host; python -m ln_tutorial.bench --compare FILE lists the points that do not."),
             gpu=100 * bench.TOLERANCE["gpu"], host=100 * bench.TOLERANCE["host"])))]  # fmt: skip
         for gpu, run in found:
             section = nodes.section(ids=[nodes.make_id(f"results-{gpu}")])
