@@ -87,7 +87,7 @@ torch.manual_seed(0)
 # element-wise product, and :math:`\epsilon` (``1e-5`` by default) keeps the
 # division finite for a constant row. Every transformer layer applies it
 # twice (before or after the attention block and the MLP), so a model with 32
-# layers runs 64 layer norms per token, forward and backward.
+# layers applies 64 layer norms per token, forward and backward.
 #
 # **Batch versus layer normalization.** Batch normalization (Ioffe and
 # Szegedy, 2015), its predecessor, normalizes each *feature* over the samples
