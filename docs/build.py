@@ -102,6 +102,31 @@ def remote_resources(html_dir: Path) -> list[str]:
     return found
 
 
+def _edition_page(head: str, intro: str, intro_zh: str, links: str) -> str:
+    """The root page and the 404 page: a plain page with one link per edition (``links``)."""
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <meta name="viewport" content="width=device-width, initial-scale=1">
+{head}
+  <style>
+    body {{ font-family: Lato, "Helvetica Neue", Arial, sans-serif; margin: 4em auto; max-width: 36em; color: #404040; }}
+    a {{ color: #2980b9; }}
+  </style>
+</head>
+<body>
+  <h1>ln_tutorial</h1>
+  <p>{intro}</p>
+  <p lang="zh-CN">{intro_zh}</p>
+  <ul>
+{links}
+  </ul>
+</body>
+</html>
+"""
+
+
 def write_root_index(langs: list[str], html_dir: Path = HTML) -> Path:
     """A tiny page: redirect by navigator.languages, plain links for everyone else."""
     links = "\n".join(
@@ -114,12 +139,7 @@ def write_root_index(langs: list[str], html_dir: Path = HTML) -> Path:
         f'      if ({" || ".join(f"tag.indexOf({p!r}) === 0" for p in pfx)}) return "{lang}/index.html";'
         for lang, pfx in prefixes.items()
     )
-    page = f"""<!DOCTYPE html>
-<html lang="en">
-<head>
-  <meta charset="utf-8">
-  <meta name="viewport" content="width=device-width, initial-scale=1">
-  <title>ln_tutorial: Layer Normalization in Triton</title>
+    head = f"""  <title>ln_tutorial: Layer Normalization in Triton</title>
   <script>
     // Send the reader to the edition in their browser's language (English otherwise).
     (function () {{
@@ -134,22 +154,9 @@ def write_root_index(langs: list[str], html_dir: Path = HTML) -> Path:
       }}
       window.location.replace(pick() + window.location.hash);
     }})();
-  </script>
-  <style>
-    body {{ font-family: Lato, "Helvetica Neue", Arial, sans-serif; margin: 4em auto; max-width: 36em; color: #404040; }}
-    a {{ color: #2980b9; }}
-  </style>
-</head>
-<body>
-  <h1>ln_tutorial</h1>
-  <p>Layer Normalization in Triton: choose an edition.</p>
-  <p lang="zh-CN">用 Triton 实现层归一化：请选择语言版本。</p>
-  <ul>
-{links}
-  </ul>
-</body>
-</html>
-"""
+  </script>"""
+    page = _edition_page(head, "Layer Normalization in Triton: choose an edition.",
+                         "用 Triton 实现层归一化：请选择语言版本。", links)
     path = Path(html_dir) / "index.html"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page, encoding="utf-8")
@@ -170,28 +177,10 @@ def write_not_found(langs: list[str], url: str, html_dir: Path = HTML) -> Path:
         f"{html.escape(LABELS.get(lang, lang))}</a></li>"
         for lang in langs
     )
-    page = f"""<!DOCTYPE html>
-<html lang="en">
-<head>
-  <meta charset="utf-8">
-  <meta name="viewport" content="width=device-width, initial-scale=1">
-  <meta name="robots" content="noindex">
-  <title>Page not found · 页面不存在 · ln_tutorial</title>
-  <style>
-    body {{ font-family: Lato, "Helvetica Neue", Arial, sans-serif; margin: 4em auto; max-width: 36em; color: #404040; }}
-    a {{ color: #2980b9; }}
-  </style>
-</head>
-<body>
-  <h1>ln_tutorial</h1>
-  <p>This page does not exist (any more). Start again from an edition:</p>
-  <p lang="zh-CN">此页面不存在（或已移动）。请从以下语言版本的首页重新开始：</p>
-  <ul>
-{links}
-  </ul>
-</body>
-</html>
-"""
+    head = """  <meta name="robots" content="noindex">
+  <title>Page not found · 页面不存在 · ln_tutorial</title>"""
+    page = _edition_page(head, "This page does not exist (any more). Start again from an edition:",
+                         "此页面不存在（或已移动）。请从以下语言版本的首页重新开始：", links)
     path = Path(html_dir) / "404.html"
     path.write_text(page, encoding="utf-8")
     return path
