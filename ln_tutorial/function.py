@@ -11,9 +11,10 @@ Three thin routes lead to the same kernels:
   ``torch.autograd.Function`` (the cheapest route through Python: the
   custom-operator dispatch below costs more host time than a small layer
   norm costs the GPU);
-* under ``torch.compile``: the custom operators ``ln_tutorial::layer_norm_fwd``
-  and ``ln_tutorial::layer_norm_bwd``, registered with ``torch.library`` with
-  fake (meta) implementations, so ``fullgraph=True`` keeps them in one graph.
+* under ``torch.compile``: the operators ``ln_tutorial::layer_norm_fwd`` and
+  ``ln_tutorial::layer_norm_bwd``, made with :func:`torch.library.triton_op`:
+  the compiler traces them down to the default kernels, launched through
+  :func:`torch.library.wrap_triton`, and ``fullgraph=True`` keeps them in one graph.
 
 Inputs the kernels cannot read as they are -- tensor subclasses such as
 ``DTensor``, the wrapped tensors of ``torch.func`` transforms, meta tensors,
@@ -33,10 +34,12 @@ import torch.nn.functional as F
 
 from torch.autograd import forward_ad
 
-from ln_tutorial import differentiable, launch, native
+from ln_tutorial import differentiable, launch, variants
+from ln_tutorial.launcher import INTERPRET, hooks_installed
+from ln_tutorial.variants import native
 
 
-@torch.library.custom_op("ln_tutorial::layer_norm_fwd", mutates_args=())
+@torch.library.triton_op("ln_tutorial::layer_norm_fwd", mutates_args=())
 def layer_norm_fwd(
     x: torch.Tensor,
     weight: Optional[torch.Tensor],
@@ -45,19 +48,10 @@ def layer_norm_fwd(
     backward_strategy: str,
 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``y, mean, rstd`` for ``x`` of shape (M, N). ``backward_strategy`` is used by the backward."""
-    return launch.layer_norm_forward(x, weight, bias, eps)
+    return launch.layer_norm_forward(x, weight, bias, eps, traced=True)
 
 
-@layer_norm_fwd.register_fake
-def _layer_norm_fwd_fake(x, weight, bias, eps, backward_strategy):
-    stats_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-    m = x.shape[0]
-    return torch.empty_like(x, memory_format=torch.contiguous_format), x.new_empty(m, dtype=stats_dtype), x.new_empty(
-        m, dtype=stats_dtype
-    )
-
-
-@torch.library.custom_op("ln_tutorial::layer_norm_bwd", mutates_args=())
+@torch.library.triton_op("ln_tutorial::layer_norm_bwd", mutates_args=())
 def layer_norm_bwd(
     dy: torch.Tensor,
     x: torch.Tensor,
@@ -68,14 +62,8 @@ def layer_norm_bwd(
     strategy: str,
 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``dx, dw, db``; a missing weight or bias gets an empty gradient."""
-    dx, dw, db = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, strategy)
+    dx, dw, db = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, strategy, traced=True)
     return dx, x.new_empty(0) if dw is None else dw, x.new_empty(0) if db is None else db
-
-
-@layer_norm_bwd.register_fake
-def _layer_norm_bwd_fake(dy, x, weight, bias, mean, rstd, strategy):
-    grads = [x.new_empty(0) if p is None else torch.empty_like(p) for p in (weight, bias)]
-    return torch.empty_like(x, memory_format=torch.contiguous_format), *grads
 
 
 def _save(ctx, x, weight, bias, mean, rstd, strategy):
@@ -193,8 +181,8 @@ def layer_norm(
     (``create_graph=True``) are supported.
     """
     compiling = torch.compiler.is_compiling()
-    use_native = native.ENABLED and backward_strategy == "deterministic" and not compiling
-    if use_native and not launch._hooks_installed():
+    use_native = native.ENABLED and variants.ENABLED and backward_strategy == "deterministic" and not compiling
+    if use_native and not hooks_installed():
         y = native.forward(input, normalized_shape, weight, bias, eps)  # None: not a call it takes
         if y is not None:
             return y
@@ -202,13 +190,13 @@ def layer_norm(
     if not compiling and _kernels_cannot_read(input, weight, bias):
         return F.layer_norm(input, normalized_shape, weight, bias, eps)
     normalized_shape = launch.check_inputs(input, normalized_shape, weight, bias)
-    if not (input.is_cuda or (launch.INTERPRET and input.device.type == "cpu")):
+    if not (input.is_cuda or (INTERPRET and input.device.type == "cpu")):
         return F.layer_norm(input, normalized_shape, weight, bias, eps)
     if input.is_cuda and torch.is_autocast_enabled("cuda"):
         # Autocast runs torch's layer_norm in float32 on CUDA; do the same. The C++ forward
         # takes float32 calls under autocast, half-precision ones only once cast.
         input, weight, bias = (None if t is None else t.float() for t in (input, weight, bias))
-        if use_native and not launch._hooks_installed():
+        if use_native and not hooks_installed():
             y = native.forward(input, normalized_shape, weight, bias, eps)
             if y is not None:
                 return y

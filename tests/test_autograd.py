@@ -190,7 +190,7 @@ def test_parameter_on_another_device(name):
 @pytest.mark.gpu
 def test_double_backward_through_the_native_node():
     """The common CUDA call takes the C++ node; its create_graph backward carries the graph too."""
-    from ln_tutorial import native
+    from ln_tutorial.variants import native
 
     x = leaf(torch.randn(64, 256, device="cuda"))
     norm = LayerNorm(256, device="cuda")

@@ -7,7 +7,8 @@ import triton
 
 from conftest import DEVICE
 from helpers import check_against_torch, leaf
-from ln_tutorial import launch, layer_norm
+from ln_tutorial import kernels, launch, launcher, layer_norm
+from ln_tutorial.variants import one_launch, split
 from ln_tutorial.reference import layer_norm_backward_reference
 
 gpu = pytest.mark.gpu
@@ -101,8 +102,8 @@ def test_launchers_are_shared_across_row_counts():
         x = torch.randn(m, n, device=DEVICE, requires_grad=True)
         layer_norm(x, (n,), weight, bias).sum().backward()
         if m == 9:
-            made = len(launch._launchers)
-    assert len(launch._launchers) == made
+            made = len(launcher._launchers)
+    assert len(launcher._launchers) == made
 
 
 def test_forced_looped_backward_kernels():
@@ -129,7 +130,7 @@ def test_forced_looped_backward_kernels():
 def test_persistent_backward_pipelining(num_stages, reload, tail_n):
     """Several loop steps per program, the last one partly masked, with and without pipelining,
     holding each tile across the row sums or reading it again, the row in one tile or two."""
-    sms = launch._sm_count(torch.empty(0, device=DEVICE).get_device())
+    sms = launcher.sm_count(torch.empty(0, device=DEVICE).get_device())
     m, n = 3 * 2 * sms + 1, 40
     x, dy, weight, bias, mean, rstd = _backward_inputs(m, n)
     cfg = launch.BackwardConfig(False, 2, 32 if tail_n else 64, 4, 1, num_stages, reload, tail_n=tail_n)
@@ -173,7 +174,7 @@ def test_split_backward(block_m, per_sm, which):
     the same bits on a second run.
     The interpreter runs it with one program per row (a program would wait forever for a later one)."""
     device = torch.empty(0, device=DEVICE).get_device()
-    sms = launch._sm_count(device)
+    sms = launcher.sm_count(device)
     m, n = 5 * sms * per_sm + 1, 100
     x, dy, weight, bias, mean, rstd = _backward_inputs(m, n)
     weight, bias = {"weight and bias": (weight, bias), "weight only": (weight, None), "neither": (None, None)}[which]
@@ -192,7 +193,7 @@ def test_split_backward(block_m, per_sm, which):
 def _plan(m, n, config, has_dw=True, has_db=True, dtype=torch.float32):
     """The deterministic backward's plan for rows on DEVICE (``.reduce is None``: one launch)."""
     device = torch.empty(0, device=DEVICE).get_device()
-    return launch._backward_plan(m, n, dtype, device, "deterministic", config, has_dw, has_db)
+    return launch.backward_plan(m, n, dtype, device, config, has_dw, has_db, True)
 
 
 def _assert_replays_match(graph, captured, eager, replays):
@@ -207,16 +208,16 @@ def _assert_replays_match(graph, captured, eager, replays):
 
 
 def test_backward_launch_count():
-    """On a GPU, inputs up to ONE_LAUNCH_MAX_BYTES take one launch (the dW/dB sums after a
+    """On a GPU, inputs up to one_launch.MAX_BYTES take one launch (the dW/dB sums after a
     grid-wide barrier); larger ones take two, and so does everything under the interpreter,
     which runs programs one after another: a barrier there would wait forever."""
     n = 1024
     cfg = launch.backward_config(n, 4)
-    largest_small = launch.ONE_LAUNCH_MAX_BYTES // (n * 4)
-    assert (_plan(largest_small, n, cfg).reduce is None) == (not launch.INTERPRET)
+    largest_small = one_launch.MAX_BYTES // (n * 4)
+    assert (_plan(largest_small, n, cfg).reduce is None) == (not launcher.INTERPRET)
     assert _plan(largest_small + 1, n, cfg).reduce is not None
     assert _plan(64, n, cfg._replace(one_launch=False)).reduce is not None
-    assert _plan(64, n, cfg, has_dw=False, has_db=False).main.kernel is launch.kernels.layer_norm_bwd_persistent_kernel
+    assert _plan(64, n, cfg, has_dw=False, has_db=False).main.kernel is kernels.layer_norm_bwd_persistent_kernel
 
 
 @gpu
@@ -271,7 +272,7 @@ def test_refused_cooperative_launch_falls_back_to_two_launches():
     cfg = launch.BackwardConfig(False, 1, n, 4, 64, 1)  # 64 programs per SM: more than fit
     x, dy, weight, bias, mean, rstd = _backward_inputs(m, n)
     got = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
-    assert (x.get_device(), cfg) in launch._cooperative_refused
+    assert (x.get_device(), cfg) in one_launch.refused
     assert _plan(m, n, cfg).reduce is not None  # and later calls plan two launches
     two = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg._replace(one_launch=False))
     for a, b in zip(got, two):
@@ -294,17 +295,17 @@ def test_refused_split_falls_back_to_rows_not_shared(n, dtype):
     assert cfg.split
     x, dy, weight, bias, mean, rstd = _backward_inputs(64, n, dtype)
     shared = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
-    launch._cooperative_refused.add((device, cfg))
+    one_launch.refused.add((device, cfg))
     try:
-        fallback = launch._split_config(cfg, n, dtype.itemsize, device, chosen=True)
+        fallback = split.fit(cfg, n, dtype.itemsize, device, chosen=True)
         assert fallback == launch.backward_config(n, dtype.itemsize, share_rows=False)
         assert not fallback.split and fallback.looped == (dtype == torch.float32)
-        launch._backward_plan.cache_clear()
+        launch.backward_plan.cache_clear()
         unshared = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
-        assert launch._split_config(cfg, n, dtype.itemsize, device, chosen=False) == cfg  # the caller's, kept
+        assert split.fit(cfg, n, dtype.itemsize, device, chosen=False) == cfg  # the caller's, kept
     finally:
-        launch._cooperative_refused.discard((device, cfg))
-        launch._backward_plan.cache_clear()
+        one_launch.refused.discard((device, cfg))
+        launch.backward_plan.cache_clear()
     exact = layer_norm_backward_reference(dy, x, weight)
     tol = 1e-4 if dtype == torch.float32 else 2e-2
     for name, a, b, reference in zip(("dx", "dw", "db"), shared, unshared, exact):
@@ -317,8 +318,8 @@ def test_refused_split_falls_back_to_rows_not_shared(n, dtype):
 @pytest.mark.parametrize(
     "n, dtype",
     [
-        (32768, torch.bfloat16),  # BACKWARD_SPLIT: 2048 columns, 4 warps, 4 per SM
-        (65536, torch.bfloat16),  # BACKWARD_SPLIT_WIDEST: 4096 columns, 8 warps, 2 per SM
+        (32768, torch.bfloat16),  # 2048 columns, 4 warps, 4 per SM
+        (65536, torch.bfloat16),  # the same, 32 programs per row
         (32768, torch.float32),  # 2048 columns, 8 warps, 2 per SM
     ],
 )
@@ -327,7 +328,7 @@ def test_split_registers_let_its_programs_fit(n, dtype):
     fit on an SM's 65536 registers, and the cooperative grid is accepted (a configuration the caller
     gives is never replaced, so a refusal would raise here)."""
     device = torch.empty(0, device=DEVICE).get_device()
-    m = 2 * launch._sm_count(device)
+    m = 2 * launcher.sm_count(device)
     cfg = launch.backward_config(n, dtype.itemsize)
     assert cfg.split
     x, dy, weight, bias, mean, rstd = _backward_inputs(m, n, dtype)
@@ -347,8 +348,7 @@ def test_split_records_from_earlier_launches_never_count(monkeypatch):
     the records were just zeroed, and the right gradients."""
     n = 16384  # bfloat16: 8 parts of 2048 columns
     x, dy, weight, bias, mean, rstd = _backward_inputs(300, n, torch.bfloat16)
-    plan = launch._backward_plan(300, n, x.dtype, x.get_device(), "deterministic", launch.backward_config(n, 2),
-                                 True, True)  # fmt: skip
+    plan = launch.backward_plan(300, n, x.dtype, x.get_device(), launch.backward_config(n, 2), True, True, True)
     assert plan.parts == 8 and plan.reduce is None  # shared rows, one launch
     first = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
     for m, width in [(900, n), (37, 40000), (2000, 65536)]:  # stale records of other shapes in the same buffer
@@ -356,7 +356,7 @@ def test_split_records_from_earlier_launches_never_count(monkeypatch):
         _, m_mean, m_rstd = launch.layer_norm_forward(other, None, None, 1e-5)
         launch.layer_norm_backward(torch.randn_like(other), other, None, None, m_mean, m_rstd)
     later = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
-    monkeypatch.setattr(launch, "SPLIT_RECORDS_LIFETIME", 1)  # zeroed again at the next call
+    monkeypatch.setattr(split, "RECORDS_LIFETIME", 1)  # zeroed again at the next call
     zeroed = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
     for a, b, c in zip(first, later, zeroed):
         assert torch.equal(a, b) and torch.equal(a, c)
@@ -371,7 +371,7 @@ def test_split_backward_in_a_cuda_graph():
     """The split kernel records into a CUDA graph with its stream's barrier and records made during
     capture: every replay, each a new barrier generation and so a new "written" flag over the last
     replay's records, gives the eager result; so does an eager call on that stream afterwards."""
-    m, n = 300, 40000  # bfloat16: rows shared by 10 programs of 4096 columns
+    m, n = 300, 40000  # bfloat16: rows shared by 20 programs of 2048 columns
     x, dy, weight, bias, mean, rstd = _backward_inputs(m, n, torch.bfloat16)
     assert _plan(m, n, launch.backward_config(n, 2), dtype=x.dtype).reduce is None
     eager = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
@@ -388,16 +388,16 @@ def test_split_backward_in_a_cuda_graph():
 
 @gpu
 def test_split_state_keeps_the_recent_streams(monkeypatch):
-    """The split kernel's barrier and records are kept for the SPLIT_STATE_STREAMS most recently used
+    """The split kernel's barrier and records are kept for the STATE_STREAMS most recently used
     streams; one dropped and used again starts from zeroed tensors."""
     device = torch.empty(0, device=DEVICE).get_device()
-    monkeypatch.setattr(launch, "_split_states", {})
-    first, _ = launch._split_state(device, 1, 8)
-    assert launch._split_state(device, 1, 8)[0] is first  # kept while recently used
-    for stream in range(2, 2 + launch.SPLIT_STATE_STREAMS):
-        launch._split_state(device, stream, 8)
-    assert len(launch._split_states) == launch.SPLIT_STATE_STREAMS and (device, 1) not in launch._split_states
-    again, records = launch._split_state(device, 1, 8)
+    monkeypatch.setattr(split, "_states", {})
+    first, _ = split.records_state(device, 1, 8)
+    assert split.records_state(device, 1, 8)[0] is first  # kept while recently used
+    for stream in range(2, 2 + split.STATE_STREAMS):
+        split.records_state(device, stream, 8)
+    assert len(split._states) == split.STATE_STREAMS and (device, 1) not in split._states
+    again, records = split.records_state(device, 1, 8)
     assert again is not first and not again.any() and not records.any()
 
 

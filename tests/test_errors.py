@@ -122,8 +122,8 @@ def test_launcher_without_gpu_or_interpreter():
     """Launchers called directly with CPU tensors and no interpreter name the problem (a fresh process)."""
     code = (
         "import pytest, torch\n"
-        "from ln_tutorial import launch\n"
-        "assert not launch.INTERPRET\n"
+        "from ln_tutorial import launch, launcher\n"
+        "assert not launcher.INTERPRET\n"
         "with pytest.raises(ValueError, match='need CUDA tensors'):\n"
         "    launch.layer_norm_forward(torch.randn(4, 8), None, None, 1e-5)\n"
     )

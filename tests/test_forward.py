@@ -6,12 +6,13 @@ import torch.nn.functional as F
 
 from conftest import DEVICE, ON_GPU
 from helpers import assert_as_accurate_as_torch, check_against_torch, run_without_interpreter
-from ln_tutorial import kernels, launch, layer_norm
+from ln_tutorial import kernels, launch, launcher, layer_norm
+from ln_tutorial.launcher import GLUON, INTERPRET
 from ln_tutorial.reference import layer_norm_reference
 
 DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 gpu = pytest.mark.gpu
-needs_gluon = pytest.mark.skipif(not launch.GLUON, reason="the Gluon kernels need Triton 3.6 or later")
+needs_gluon = pytest.mark.skipif(not GLUON, reason="the Gluon kernels need Triton 3.6 or later")
 
 SHAPES = [
     pytest.param((16, 64), id="pow2"),
@@ -153,23 +154,12 @@ def test_padded_short_rows_take_their_own_configuration():
     assert launch.forward_config(1024, 4) == launch.ForwardConfig(False, 2, 1024, 8)
 
 
-def test_wide_half_rows_take_the_one_exchange_kernel():
-    """Half-precision rows of 12288 to 32768 values (32 and 64 KB) take the Gluon kernel in one tile
-    on a GPU; 8192-value rows, float32 rows of the same bytes and looped rows do not (performance
-    notes; shorter padded rows take it in two tiles, the next test). A Triton older than
-    3.6 has another Gluon: there the Triton kernel takes every row."""
-    for n in (12288, 12800, 16384, 20000, 32768):
-        cfg = launch.forward_config(n, 2)
-        assert cfg.one_exchange == launch.GLUON and (cfg.cluster, cfg.tail_n) == (1, 0), n
-    for n, size in ((8192, 2), (65537, 2), (16384, 4), (8192, 4), (32768, 4)):
-        assert not launch.forward_config(n, size).one_exchange, (n, size)
-
-
 @needs_gluon
 def test_padded_half_rows_take_two_tiles():
     """Half-precision rows of 4097 to 8191 and 8193 to 12287 values take the Gluon kernel with a
-    power-of-two tail tile; powers of two, float32 rows and longer rows do not."""
-    two_tiles = lambda head, warps, tail: launch.ForwardConfig(False, 1, head, warps, one_exchange=True, tail_n=tail)  # noqa: E731
+    power-of-two tail tile on a GPU; powers of two, float32 rows and longer rows do not, and
+    nothing does with the variants off or in the interpreter (which cannot run Gluon)."""
+    two_tiles = lambda head, warps, tail: launch.ForwardConfig(False, 1, head, warps, tail_n=tail)  # noqa: E731
     expected = {
         4097: two_tiles(4096, 8, 256),  # the smallest tail: one column per lane
         4608: two_tiles(4096, 8, 512),
@@ -180,34 +170,24 @@ def test_padded_half_rows_take_two_tiles():
         12287: two_tiles(8192, 16, 4096),
     }
     for n, cfg in expected.items():
-        assert launch.forward_config(n, 2) == cfg, n
+        if not INTERPRET:
+            assert launch.forward_config(n, 2) == cfg, n
+        assert not launch._forward_config(n, 2, -1, False).tail_n, n  # variants off
     for n, size in ((4096, 2), (8192, 2), (12288, 2), (12289, 2), (3584, 2), (4608, 4), (9000, 4)):
         assert not launch.forward_config(n, size).tail_n, (n, size)
-
-
-def test_rows_of_128_KB_are_shared_by_a_cluster():
-    """Half-precision rows of exactly 65536 values take two programs of a cluster;
-    padded ones (slower there), wider ones and float32 rows of the same bytes loop."""
-    cfg = launch.forward_config(65536, 2)
-    assert (cfg.one_exchange, cfg.cluster) == ((True, 2) if launch.GLUON else (False, 1))
-    for n, size in ((32769, 2), (40000, 2), (65535, 2), (65537, 2), (32768, 4)):
-        assert launch.forward_config(n, size) == launch.FORWARD_LOOPED, (n, size)
 
 
 @pytest.mark.parametrize(
     "n, config, extra_columns",
     [
-        # one value past half of the tile: the second program of the cluster holds two columns
-        # (the table gives the cluster only 65536 values)
-        pytest.param(32770, launch.forward_config(65536, 2), 0, id="cluster"),
         # 4096 + a 256-wide tail holding one value; rows apart by more than their width
-        pytest.param(4097, launch.ForwardConfig(False, 1, 4096, 8, one_exchange=True, tail_n=256), 40, id="two-tiles"),
+        pytest.param(4097, launch.ForwardConfig(False, 1, 4096, 8, tail_n=256), 40, id="two-tiles"),
     ],
 )
 def test_gluon_configuration_computes_the_row(n, config, extra_columns):
     """A Gluon configuration normalizes each row: on a GPU the Gluon kernel itself, in the
-    interpreter (which cannot run Gluon, nor clusters) the Triton kernel, one program per row in
-    one tile of the next power of two."""
+    interpreter (which cannot run Gluon) the Triton kernel, one program per row in one tile of
+    the next power of two."""
     x = (torch.randn(3, n + extra_columns, device=DEVICE) * 2 + 50).to(torch.float16)[:, :n]
     weight, bias = _params(n, torch.float16)
     y, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5, config=config)
@@ -254,27 +234,25 @@ def test_prefetch_changes_nothing_but_time(shape):
 @pytest.mark.parametrize(
     "n",
     [
-        pytest.param(32768, id="64KB-rows"),
-        pytest.param(12800, id="padded-32KB-rows"),
         pytest.param(8704, id="two-tiles-8192+512"),  # the tail exactly full
         pytest.param(9999, id="two-tiles-8192+2048"),  # odd: the tail partly masked, vectors cut
         pytest.param(12287, id="two-tiles-8192+4096"),  # 16 warps
         pytest.param(4100, id="two-tiles-4096+256"),  # four of the tail's columns used
     ],
 )
-def test_one_exchange_statistics_do_not_cancel(n, dtype):
+def test_two_tiles_statistics_do_not_cancel(n, dtype):
     """The Gluon kernel's mean and rstd against float64, on rows where one-pass formulas cancel
     (a mean of 1000, an outlier of 1e4 in the first column), a constant row and ordinary ones,
     rows apart by more than their width; y at most twice the Triton kernel's error against float64
     (a last-bit change of the mean moves y by an ulp in rows near 1000); the same bits on a second call."""
     cfg = launch.forward_config(n, 2)
-    assert cfg.one_exchange
+    assert cfg.tail_n
     x = _cancelling_rows(6, n + 24, dtype)[:, :n]
     x[4, -1] = -1e4  # an outlier in the tail, if any
     weight, bias = _params(n, dtype)
     y, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5, config=cfg)
     _assert_statistics_match_float64(x, mean, rstd)
-    triton = cfg._replace(one_exchange=False)  # one tile of the next power of two
+    triton = launch.ForwardConfig(False, 1, launch.next_power_of_2(n), cfg.num_warps)  # one tile of the next power of two
     triton_y, triton_mean, triton_rstd = launch.layer_norm_forward(x, weight, bias, 1e-5, config=triton)
     torch.testing.assert_close(mean, triton_mean, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(rstd, triton_rstd, rtol=1e-5, atol=0)
@@ -282,61 +260,6 @@ def test_one_exchange_statistics_do_not_cancel(n, dtype):
     assert (y.double() - exact_y).abs().max() <= 2 * (triton_y.double() - exact_y).abs().max()
     again = launch.layer_norm_forward(x, weight, bias, 1e-5, config=cfg)
     assert all(torch.equal(a, b) for a, b in zip((y, mean, rstd), again))
-
-
-needs_clusters = pytest.mark.skipif(
-    not launch.GLUON or not ON_GPU or torch.cuda.get_device_capability() < (9, 0),
-    reason="the cluster kernel needs Triton 3.6 or later and a GPU of compute capability 9.0 or later",
-)
-
-
-@gpu
-@needs_clusters
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("n", [65536, 40000, 32769], ids=["128KB-rows", "padded", "one-value-in-the-second-half"])
-def test_cluster_kernel_against_float64_and_the_looped_kernel(n, dtype):
-    """The cluster kernel's mean and rstd against float64, on rows where one-pass formulas cancel
-    (a mean of 1000, an outlier of 1e4 in the first column, in the second half), a constant row and
-    ordinary ones; its results against the looped kernel's; the same bits on a second call.
-    Padded rows (which the table loops) check its masks."""
-    cfg = launch.forward_config(65536, 2)
-    assert cfg.cluster == 2
-    x = _cancelling_rows(300, n, dtype)
-    x[3, -1] = -1e4  # an outlier in the second half too
-    weight, bias = _params(n, dtype)
-    y, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5, config=cfg)
-    _assert_statistics_match_float64(x, mean, rstd)
-    looped_y, looped_mean, looped_rstd = launch.layer_norm_forward(x, weight, bias, 1e-5, config=launch.FORWARD_LOOPED)
-    torch.testing.assert_close(mean, looped_mean, rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(rstd, looped_rstd, rtol=1e-5, atol=0)
-    # y: at most twice the looped kernel's error against float64 (rows near 1000 in half precision
-    # hold a few representable values, so a last-bit change in the mean moves many y by an ulp)
-    exact_y = layer_norm_reference(x.double(), (n,), weight.double(), bias.double())
-    assert (y.double() - exact_y).abs().max() <= 2 * (looped_y.double() - exact_y).abs().max()
-    again = launch.layer_norm_forward(x, weight, bias, 1e-5, config=cfg)
-    assert all(torch.equal(a, b) for a, b in zip((y, mean, rstd), again))
-
-
-@gpu
-@needs_clusters
-def test_cluster_kernel_without_affine_parameters_and_with_a_hook(monkeypatch):
-    """No weight and no bias; a launch hook installed (Triton's own launch knows nothing of the
-    clusters, so the direct launch still takes the kernel); a GPU without clusters loops instead."""
-    import triton
-
-    n = 65536
-    x = torch.randn(40, n, device=DEVICE, dtype=torch.bfloat16) * 2 - 1
-    y = layer_norm(x, (n,))
-    torch.testing.assert_close(y, F.layer_norm(x, (n,)))
-    record = lambda metadata: None  # noqa: E731
-    triton.knobs.runtime.launch_enter_hook.add(record)
-    try:
-        assert torch.equal(layer_norm(x, (n,)), y)
-    finally:
-        triton.knobs.runtime.launch_enter_hook.remove(record)
-    monkeypatch.setattr(launch, "_has_clusters", lambda device: False)
-    looped = launch.layer_norm_forward(x, None, None, 1e-5, config=launch.FORWARD_LOOPED)
-    assert all(torch.equal(a, b) for a, b in zip(launch.layer_norm_forward(x, None, None, 1e-5), looped))
 
 
 @gpu
@@ -348,9 +271,9 @@ def test_direct_launch_path_is_taken():
     """
     x = torch.randn(64, 512, device=DEVICE, dtype=torch.float16)
     first = layer_norm(x, (512,))
-    cached = [l.compiled for l in launch._launchers.values() if l.kernel is kernels.layer_norm_fwd_kernel]
+    cached = [l.compiled for l in launcher._launchers.values() if l.kernel is kernels.layer_norm_fwd_kernel]
     assert any(cached), "the forward kernel was not cached for direct launches"
-    assert not launch._hooks_installed()
+    assert not launcher.hooks_installed()
     assert torch.equal(layer_norm(x, (512,)), first)  # the direct launch computes the same
 
 
@@ -386,8 +309,8 @@ def test_cpu_fallback_without_interpreter():
     """Without TRITON_INTERPRET, CPU tensors go to torch's own layer_norm (a fresh process)."""
     code = (
         "import torch, torch.nn.functional as F, ln_tutorial\n"
-        "from ln_tutorial import launch\n"
-        "assert not launch.INTERPRET\n"
+        "from ln_tutorial import launch, launcher\n"
+        "assert not launcher.INTERPRET\n"
         "launch.layer_norm_forward = None  # any kernel launch would now fail\n"
         "x = torch.randn(6, 20, dtype=torch.bfloat16, requires_grad=True)\n"
         "w = torch.randn(20, requires_grad=True)  # float32 weight, bf16 input: CPU torch allows it\n"

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from helpers import run_without_interpreter
-from ln_tutorial import layer_norm, native
+from ln_tutorial import layer_norm
+from ln_tutorial.variants import native
 
 pytestmark = pytest.mark.gpu
 NODE, FUNCTION = "LayerNormBackward", "LayerNormFunctionBackward"
@@ -82,7 +83,7 @@ def test_node_launches_first_in_a_fresh_process():
     launch there (nothing else ran on it yet): the node must make one current (a fresh process)."""
     code = (
         "import torch\n"
-        "from ln_tutorial import layer_norm, native\n"
+        "from ln_tutorial import layer_norm\nfrom ln_tutorial.variants import native\n"
         "x = torch.randn(64, 256, device='cuda').requires_grad_()\n"
         "w, b = torch.ones(256, device='cuda', requires_grad=True), torch.zeros(256, device='cuda', requires_grad=True)\n"
         "y = layer_norm(x, (256,), w, b)\n"

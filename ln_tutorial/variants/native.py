@@ -1,16 +1,20 @@
-"""Small calls in C++ (``csrc/layer_norm.cpp``): the forward's launch and the backward node.
+"""Variant: small calls in C++ (``csrc/layer_norm.cpp``), the forward's launch and the backward node.
 
-At the tutorial's small sizes the host, not the GPU, decides a layer norm's
-time: in Python the checks, allocations and launch arguments of a forward
-take longer than its kernel, and so does a Python ``Function.backward`` on the
-autograd engine's thread (the performance page shows where that time goes). The
-extension takes the common call -- a CUDA tensor with contiguous rows (cast to
-float32 first under autocast), the ``"deterministic"`` backward -- in C++: it allocates ``y`` and the
-row statistics, launches the compiled forward kernel and, when a gradient will
-be needed and the backward is one launch, gives ``y`` a C++ autograd node that
-launches the backward kernel without Python. Every other call, and every
-gradient the node cannot take as it is, goes to the Python code, which
-handles (and checks) every case. The results are the same bits either way.
+**Takes** eager calls with the variants on: a CUDA tensor with contiguous rows
+(cast to float32 first under autocast), the deterministic backward, rows held
+in registers. **Gains** host time per call, which decides the time of small
+layer norms (the performance page measures it). **Else** the Python path of
+:mod:`ln_tutorial.function`, with the same results bit for bit.
+
+
+At small sizes the host, not the GPU, decides a layer norm's time: in Python
+the checks, allocations and launch arguments of a forward take longer than
+its kernel, and so does a Python ``Function.backward`` on the autograd
+engine's thread. The extension allocates ``y`` and the row statistics,
+launches the compiled forward kernel and, when a gradient will be needed,
+gives ``y`` a C++ autograd node that launches the backward kernels without
+Python. Every other call, and every gradient the node cannot take as it is,
+goes to the Python code, which handles (and checks) every case.
 
 The extension is compiled with :func:`torch.utils.cpp_extension.load` at the
 first call with a CUDA tensor (a C++ compiler and ninja are needed; it takes
@@ -27,9 +31,11 @@ import torch
 import triton
 
 from ln_tutorial import differentiable, launch
+from ln_tutorial.launcher import INTERPRET, Launcher
+from ln_tutorial.variants import one_launch
 
 #: False keeps every call in Python (the ``autograd.Function`` of :mod:`ln_tutorial.function`).
-ENABLED = os.environ.get("LN_TUTORIAL_NATIVE", "1") != "0" and not launch.INTERPRET
+ENABLED = os.environ.get("LN_TUTORIAL_NATIVE", "1") != "0" and not INTERPRET
 
 _extension = None  # the compiled module, or False after a failed build
 _build_lock = threading.Lock()
@@ -62,7 +68,7 @@ def _build():
             stacklevel=4,
         )
         return False
-    module.set_python_side(_python_backward, _forward_plan)
+    module.set_python_side(_python_backward, forward_plan)
     return module
 
 
@@ -102,7 +108,7 @@ def _python_backward(saved, dy):
     return launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
 
 
-def _forward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_dtype, needs_node):
+def forward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_dtype, needs_node):
     """What the C++ forward launches for a new kind of call; None: the Python code takes such calls.
 
     Called by the extension, once per kind. Besides these arguments the
@@ -113,44 +119,38 @@ def _forward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_dt
         node = _backward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_dtype) if needs_node else None
         if needs_node and node is None:
             return None
-        cfg = launch.forward_config(n, dtype.itemsize)
-        if cfg.cluster > 1:  # the extension launches no clusters; such rows take 100 us or more of GPU time anyway
-            return None
+        cfg = launch.forward_config(n, dtype.itemsize, device)
         x, stats = _row_stand_ins(dtype, device)
-        params = _stand_in(weight_dtype, device), _stand_in(bias_dtype, device)
-        rows = () if cfg.looped else (m,)  # the looped kernel takes one row per program and no M
-        args = (x, x, *params, stats, stats, row_stride, n, *rows, n, *launch._split_eps(1e-5))
-        programs = m if cfg.looped else launch.cdiv(m, cfg.block_m)
-        kernel = _kernel(launch._forward_launcher(cfg, dtype), args, device, (programs, 1))
-        return None if kernel is None else extension().ForwardPlan(kernel, cfg.looped, node)
+        weight, bias = _stand_in(weight_dtype, device), _stand_in(bias_dtype, device)
+        args = launch.forward_arguments(x, x, weight, bias, stats, stats, row_stride, n, m, n, 1e-5)
+        programs = m if cfg.looped or cfg.tail_n else launch.cdiv(m, cfg.block_m)
+        module = extension()
+        kernel = _kernel(launch.forward_launcher(cfg, dtype), args, module.FORWARD_ARGUMENTS, device, (programs, 1))
+        return None if kernel is None else module.ForwardPlan(kernel, node)
 
 
 def _backward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_dtype):
     """The node's kernels; None for rows too wide for registers, or no dW/dB to add up (Python then)."""
     if weight_dtype is None and bias_dtype is None:
         return None
-    cfg = launch.backward_config(n, dtype.itemsize)
+    cfg = launch.backward_config(n, dtype.itemsize, device)
     if cfg.looped or cfg.split:  # wide rows: the GPU, not the host, decides there
         return None
-    plan = launch._backward_plan(
-        m, n, dtype, device, "deterministic", cfg, weight_dtype is not None, bias_dtype is not None
-    )
+    plan = launch.backward_plan(m, n, dtype, device, cfg, weight_dtype is not None, bias_dtype is not None, True)
     x, stats = _row_stand_ins(dtype, device)
-    weight = _stand_in(weight_dtype, device)
-    grads = [g for g in (weight, _stand_in(bias_dtype, device)) if g is not None]
-    barrier = launch._grid_barrier(device, stream)
+    grads = [g for g in (_stand_in(weight_dtype, device), _stand_in(bias_dtype, device)) if g is not None]
+    barrier = one_launch.grid_barrier_state(device, stream)
     # dy and dx stand in as x, the partial rows as the statistics; dy is contiguous (the node checks)
-    row_tensors, strides = (x, x, weight, stats, stats, x), (n, row_stride, n)
-    if plan.reduce is None:
-        args = launch._one_launch_arguments(row_tensors, stats, grads, barrier, strides, m, n, plan)
-        reduce = None
-    else:
-        args = launch._persistent_arguments(row_tensors, stats, strides, m, n, plan)
-        sums = launch._reduce_arguments(stats, grads, n, plan)
-        reduce = _kernel(plan.reduce, sums, device, (launch.cdiv(n, launch.REDUCE_BLOCK_N), len(grads)))
+    args = launch.backward_arguments(x, x, _stand_in(weight_dtype, device), stats, stats, x)
+    args.update(stride_dy=n, stride_x=row_stride, M=m, PARTIAL=stats, OUT0=grads[0], OUT1=grads[-1], BARRIER=barrier,
+                rows_per_program=plan.rows_per_program, P=plan.programs)  # fmt: skip
+    names = extension().BACKWARD_ARGUMENTS
+    reduce = None
+    if plan.reduce is not None:
+        reduce = _kernel(plan.reduce, args, names, device, (launch.cdiv(n, launch.REDUCE_BLOCK_N), len(grads)))
         if reduce is None:
             return None
-    kernel = _kernel(plan.main, args, device, (plan.programs, 1))
+    kernel = _kernel(plan.main, args, names, device, (plan.programs, 1))
     if kernel is None:
         return None
     return extension().BackwardPlan(kernel, reduce, plan.rows_per_program, stream, barrier)
@@ -158,16 +158,23 @@ def _backward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_d
 
 def _row_stand_ins(dtype, device: int):
     """Stand-ins for row tensors (x, y, dy, dx) and for the statistics (and partial rows)."""
-    return _stand_in(dtype, device), _stand_in(launch._torch_compute_dtype(dtype), device)
+    return _stand_in(dtype, device), _stand_in(launch.torch_compute_dtype(dtype), device)
 
 
 def _stand_in(dtype, device: int):
     return None if dtype is None else torch.empty(0, dtype=dtype, device=device)
 
 
-def _kernel(launcher: launch.Launcher, args: tuple, device: int, grid: tuple):
-    """The extension's ``Kernel`` for ``launcher``'s kernel (compiled now if new); None if it cannot launch it."""
-    (_, function, (num_warps, _, shared), _, kinds, _), _ = launcher.entry(args, device)
+def _kernel(kernel: Launcher, args: dict, names: list, device: int, grid: tuple):
+    """The extension's ``Kernel`` for ``kernel`` (compiled now if new); None if it cannot launch it.
+
+    ``names``: the arguments the extension passes, in the order of its values; the kernel's
+    own signature says which of them it takes, in which order.
+    """
+    if not set(kernel.names) <= set(names):
+        return None
+    (_, function, (num_warps, _, shared), _, kinds, _), _ = kernel.entry([args[name] for name in kernel.names], device)
     if "?" in kinds:
         return None
-    return extension().Kernel(function, 32 * num_warps, shared, *grid, kinds)
+    slots = [names.index(name) for name in kernel.names]
+    return extension().Kernel(function, 32 * num_warps, shared, *grid, kinds, slots)

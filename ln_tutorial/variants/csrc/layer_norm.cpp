@@ -11,16 +11,18 @@
 //   gives y the node below. For any other call it returns None, and ln_tutorial.layer_norm
 //   takes its Python path, which handles (and checks) every case. What to launch for a new
 //   kind of call (shape, dtypes, device, stream) is asked of Python once
-//   (ln_tutorial.native._forward_plan) and kept here.
+//   (ln_tutorial.variants.native.forward_plan) and kept here.
 // * LayerNormBackward does what the Python backward does for rows held in registers (a
 //   weight or bias, the deterministic strategy) -- allocate dx, the dW/dB partial rows and
-//   dW/dB, launch the compiled Triton kernels (one, or two past launch.ONE_LAUNCH_MAX_BYTES)
+//   dW/dB, launch the compiled Triton kernels (one, or two past one_launch.MAX_BYTES)
 //   -- without Python. Anything else (double backward, a non-contiguous or misaligned
 //   gradient, another stream, a grid the driver refuses) is handed back to the Python backward.
 //
 // Kernel parameters are laid out as Triton's launcher lays them out: the arguments that are
-// not compile-time constants, in order, then the global and profile scratch pointers (both
-// null: ln_tutorial::native checks that the kernels need neither).
+// not compile-time constants, in the kernel's order, then the global and profile scratch
+// pointers (both null: ln_tutorial.variants.native checks that the kernels need neither).
+// The order is the kernel's signature, read by Python: here every value is stored under its
+// argument's name (the lists below), and each Kernel knows which name each of its arguments has.
 #include <torch/extension.h>
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/autograd/function.h>
@@ -41,6 +43,7 @@
 #include <string>
 #include <type_traits>
 #include <unordered_map>
+#include <vector>
 
 namespace {
 
@@ -48,6 +51,22 @@ using torch::autograd::SavedVariable;
 using torch::autograd::variable_list;
 
 constexpr int kMaxArguments = 16;  // the most a kernel launched from here takes before its constants
+
+// The values a forward or backward launch can pass, by the kernels' argument names.
+#define LN_FORWARD_ARGUMENTS(A) A(X) A(Y) A(W) A(B) A(MEAN) A(RSTD) A(stride_x) A(stride_y) A(M) A(N) A(eps) A(eps_lo)
+#define LN_BACKWARD_ARGUMENTS(A)                                                                                \
+  A(DY) A(X) A(W) A(MEAN) A(RSTD) A(DX) A(PARTIAL) A(OUT0) A(OUT1) A(BARRIER) A(stride_dy) A(stride_x) A(stride_dx) \
+      A(M) A(N) A(rows_per_program) A(P)
+#define LN_ENUM(name) name,
+#define LN_NAME(name) #name,
+namespace forward_argument {
+enum : int { LN_FORWARD_ARGUMENTS(LN_ENUM) count };
+}
+namespace backward_argument {
+enum : int { LN_BACKWARD_ARGUMENTS(LN_ENUM) count };
+}
+const std::vector<std::string> kForwardArgumentNames = {LN_FORWARD_ARGUMENTS(LN_NAME)};
+const std::vector<std::string> kBackwardArgumentNames = {LN_BACKWARD_ARGUMENTS(LN_NAME)};
 
 // The driver's entry points, from the libcuda.so.1 that torch and Triton have loaded.
 struct Driver {
@@ -114,10 +133,12 @@ class ContextGuard {
 
 // One compiled Triton kernel and its launch configuration, made once per kind of call.
 struct Kernel {
-  Kernel(int64_t function, int64_t threads, int64_t shared, int64_t programs, int64_t programs_y, std::string kinds)
+  Kernel(int64_t function, int64_t threads, int64_t shared, int64_t programs, int64_t programs_y, std::string kinds,
+         std::vector<int> slots)
       : function(function), threads(threads), shared(shared), programs(programs), programs_y(programs_y),
-        kinds(std::move(kinds)) {
-    TORCH_CHECK(this->kinds.size() <= kMaxArguments, "ln_tutorial: a kernel with too many arguments");
+        kinds(std::move(kinds)), slots(std::move(slots)) {
+    TORCH_CHECK(this->kinds.size() <= kMaxArguments && this->slots.size() == this->kinds.size(),
+                "ln_tutorial: a kernel with too many arguments, or a slot per argument missing");
   }
   int64_t function;   // CUfunction, 0 if it cannot be launched from here
   int64_t threads;    // per program: 32 * num_warps
@@ -125,8 +146,9 @@ struct Kernel {
   int64_t programs;   // the grid: programs x programs_y
   int64_t programs_y;
   std::string kinds;  // per argument: p pointer, i int32, l int64, f float32, c compile-time constant
+  std::vector<int> slots;  // per argument: where its value is in the `values` of a launch
 
-  // Launch with `values` (one per argument; pointers as addresses, a float32 as its bits).
+  // Launch with `values`, indexed by argument name (pointers as addresses, a float32 as its bits).
   CUresult launch(const uint64_t* values, void* stream, int device, bool cooperative) const {
     std::array<uint64_t, kMaxArguments> wide{};
     std::array<uint32_t, kMaxArguments> narrow{};
@@ -135,10 +157,10 @@ struct Kernel {
     int count = 0;
     for (size_t i = 0; i < kinds.size(); ++i) {
       if (kinds[i] == 'i' || kinds[i] == 'f') {
-        narrow[i] = static_cast<uint32_t>(values[i]);
+        narrow[i] = static_cast<uint32_t>(values[slots[i]]);
         params[count++] = &narrow[i];
       } else if (kinds[i] != 'c') {  // pointers and int64
-        wide[i] = values[i];
+        wide[i] = values[slots[i]];
         params[count++] = &wide[i];
       }
     }
@@ -190,21 +212,19 @@ struct BackwardPlan {
                at::Tensor barrier)
       : kernel(std::move(kernel)), reduce(std::move(reduce)), rows_per_program(rows_per_program),
         stream(reinterpret_cast<void*>(stream)), barrier(std::move(barrier)) {}
-  // layer_norm_bwd_one_launch_kernel (a cooperative grid), or, past launch.ONE_LAUNCH_MAX_BYTES,
+  // layer_norm_bwd_one_launch_kernel (a cooperative grid), or, past one_launch.MAX_BYTES,
   // layer_norm_bwd_persistent_kernel followed by partial_sum_kernel (reduce)
   Kernel kernel;
   std::optional<Kernel> reduce;
   int64_t rows_per_program;
   void* stream;        // the forward's stream, which the barrier belongs to
-  at::Tensor barrier;  // state of kernels.grid_barrier for that stream
+  at::Tensor barrier;  // state of one_launch.grid_barrier for that stream
 };
 
 // The forward's kernel for one kind of call, and the node's plan if y needs one.
 struct ForwardPlan {
-  ForwardPlan(Kernel kernel, bool looped, std::shared_ptr<BackwardPlan> node)
-      : kernel(std::move(kernel)), looped(looped), node(std::move(node)) {}
-  Kernel kernel;  // layer_norm_fwd_kernel, or layer_norm_fwd_looped_kernel (which takes no M)
-  bool looped;
+  ForwardPlan(Kernel kernel, std::shared_ptr<BackwardPlan> node) : kernel(std::move(kernel)), node(std::move(node)) {}
+  Kernel kernel;  // a forward kernel: the default ones, or the two-tile variant
   std::shared_ptr<const BackwardPlan> node;  // null when no gradient is needed
 };
 
@@ -236,23 +256,30 @@ struct LayerNormBackward : public torch::autograd::Node {
     at::Tensor partial = at::empty({sets, plan_->kernel.programs, n}, mean.options());
     at::Tensor dw = weight.defined() ? at::empty_like(weight) : at::Tensor();
     at::Tensor db = bias.defined() ? at::empty_like(bias) : at::Tensor();
-    const at::Tensor& first = dw.defined() ? dw : db;  // the kernels' DW and DB, as the Python backward passes them
-    const at::Tensor& last = db.defined() ? db : dw;
     const int device = x.get_device();
-    const uint64_t rows = address(dy), x_rows = address(x), programs = plan_->kernel.programs;
-    const uint64_t stride = row_stride(x), rows_per_program = plan_->rows_per_program;
-    if (plan_->reduce) {  // the orders of launch._persistent_arguments and launch._reduce_arguments
-      const std::array<uint64_t, 13> values = {
-          rows, x_rows, address(weight), address(mean), address(rstd), address(dx), address(partial),
-          uint64_t(n), stride, uint64_t(n), uint64_t(m), uint64_t(n), rows_per_program};
+    namespace arg = backward_argument;
+    std::array<uint64_t, arg::count> values{};
+    values[arg::DY] = address(dy);
+    values[arg::X] = address(x);
+    values[arg::W] = address(weight);
+    values[arg::MEAN] = address(mean);
+    values[arg::RSTD] = address(rstd);
+    values[arg::DX] = address(dx);
+    values[arg::PARTIAL] = address(partial);
+    values[arg::OUT0] = address(dw.defined() ? dw : db);  // the kernels' first gradient and last one,
+    values[arg::OUT1] = address(db.defined() ? db : dw);  // as the Python backward passes them
+    values[arg::BARRIER] = address(plan_->barrier);
+    values[arg::stride_dy] = uint64_t(n);
+    values[arg::stride_x] = row_stride(x);
+    values[arg::stride_dx] = uint64_t(n);
+    values[arg::M] = uint64_t(m);
+    values[arg::N] = uint64_t(n);
+    values[arg::rows_per_program] = plan_->rows_per_program;
+    values[arg::P] = plan_->kernel.programs;
+    if (plan_->reduce) {
       check(plan_->kernel.launch(values.data(), plan_->stream, device, false), "launching the backward kernel");
-      const std::array<uint64_t, 5> sums = {address(partial), address(first), address(last), programs, uint64_t(n)};
-      check(plan_->reduce->launch(sums.data(), plan_->stream, device, false), "launching the dW/dB sum");
-    } else {  // the order of launch._one_launch_arguments
-      const std::array<uint64_t, 16> values = {
-          rows, x_rows, address(weight), address(mean), address(rstd), address(dx), address(partial),
-          address(first), address(last), address(plan_->barrier), uint64_t(n), stride, uint64_t(n), uint64_t(m),
-          uint64_t(n), rows_per_program};
+      check(plan_->reduce->launch(values.data(), plan_->stream, device, false), "launching the dW/dB sum");
+    } else {
       const CUresult status = plan_->kernel.launch(values.data(), plan_->stream, device, true);
       if (status == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE) {  // the Python backward falls back to two launches
         return in_python(dy, x, weight, bias, mean, rstd);
@@ -437,10 +464,20 @@ py::object forward(py::handle input, py::handle normalized_shape, py::handle wei
   at::Tensor mean = at::empty({m}, stats_options), rstd = at::empty({m}, stats_options);
   const float eps_high = static_cast<float>(eps);  // as Triton passes a Python float, and the rest
   const float eps_low = static_cast<float>(eps - static_cast<double>(eps_high));
-  std::array<uint64_t, 12> values = {address(x), address(y), address(weight), address(bias), address(mean),
-                                     address(rstd), uint64_t(stride), uint64_t(n), uint64_t(m), uint64_t(n),
-                                     float_bits(eps_high), float_bits(eps_low)};
-  if (plan->looped) std::copy(values.begin() + 9, values.end(), values.begin() + 8);  // no M
+  namespace arg = forward_argument;
+  std::array<uint64_t, arg::count> values{};
+  values[arg::X] = address(x);
+  values[arg::Y] = address(y);
+  values[arg::W] = address(weight);
+  values[arg::B] = address(bias);
+  values[arg::MEAN] = address(mean);
+  values[arg::RSTD] = address(rstd);
+  values[arg::stride_x] = uint64_t(stride);
+  values[arg::stride_y] = uint64_t(n);
+  values[arg::M] = uint64_t(m);
+  values[arg::N] = uint64_t(n);
+  values[arg::eps] = float_bits(eps_high);
+  values[arg::eps_lo] = float_bits(eps_low);
   const CUresult status = plan->kernel.launch(values.data(), kind.stream, x.get_device(), false);
   TORCH_CHECK(status == CUDA_SUCCESS, "ln_tutorial: launching the forward kernel failed with CUDA error ", status);
   ++forward_launches;
@@ -456,11 +493,14 @@ void set_python_side(py::object backward, py::object forward_plan) {
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
-  py::class_<Kernel>(module, "Kernel").def(py::init<int64_t, int64_t, int64_t, int64_t, int64_t, std::string>());
+  py::class_<Kernel>(module, "Kernel")
+      .def(py::init<int64_t, int64_t, int64_t, int64_t, int64_t, std::string, std::vector<int>>());
   py::class_<BackwardPlan, std::shared_ptr<BackwardPlan>>(module, "BackwardPlan")
       .def(py::init<Kernel, std::optional<Kernel>, int64_t, int64_t, at::Tensor>());
   py::class_<ForwardPlan, std::shared_ptr<ForwardPlan>>(module, "ForwardPlan")
-      .def(py::init<Kernel, bool, std::shared_ptr<BackwardPlan>>());
+      .def(py::init<Kernel, std::shared_ptr<BackwardPlan>>());
+  module.attr("FORWARD_ARGUMENTS") = kForwardArgumentNames;
+  module.attr("BACKWARD_ARGUMENTS") = kBackwardArgumentNames;
   module.def("forward", &forward);
   module.def("set_python_side", &set_python_side);
   module.def("launches", [] {

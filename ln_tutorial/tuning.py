@@ -1,0 +1,166 @@
+"""Launch configurations as data: one table per GPU model, a rule for every other GPU.
+
+A table lives in ``ln_tutorial/data/tuning/<gpu>.json``, ``<gpu>`` being the
+device name in lower case with words joined by ``-`` (``nvidia-h100-80gb-hbm3``).
+``tools/tune.py`` writes it from its timings, with the evidence beside each
+entry; :func:`ln_tutorial.explain` shows that evidence for a call. A GPU
+without a table gets :func:`generic_table`, derived from the model the
+measured tables follow:
+
+* a row is held whole in registers up to 64 KB of input in the forward, 32 KB
+  in the backward (which also holds dW/dB sums): half an SM's 256 KB register
+  file, the same on every NVIDIA GPU since Volta; wider rows loop, or are
+  shared by programs (the split variant);
+* short rows are packed several to a program so that each program moves at
+  least 8 KB (4 KB in the backward) and hides memory latency;
+* warps are added until each thread holds about 32 bytes of a row; more warps
+  only add reduction overhead;
+* the backward keeps three tiles in flight (software pipelining), except for
+  its widest rows, which it reads twice rather than hold.
+
+``LN_TUTORIAL_TUNING=<name>`` (a table's file name without ``.json``, or
+``generic``) picks a table for every GPU. Triton's interpreter, which has no
+GPU, takes the H100 table, so that the CPU tests exercise its configurations.
+"""
+
+import functools
+import json
+import os
+import re
+from pathlib import Path
+from typing import Dict, List, NamedTuple, Tuple
+
+import torch
+
+TABLES = Path(__file__).parent / "data" / "tuning"
+INTERPRETER_TABLE = "nvidia-h100-80gb-hbm3"
+MAX_FUSED_FWD_BYTES = 65536  # forward rows held whole in registers, in bytes of input
+MAX_FUSED_BWD_BYTES = 32768  # the same in the backward
+
+
+class ForwardConfig(NamedTuple):
+    looped: bool  # two sweeps over a row too wide for registers
+    block_m: int  # rows per program (fused) -- 1 when looped
+    block_n: int  # power of two covering the row, the loop step, or (two tiles) the first tile
+    num_warps: int
+    prefetch_ahead: int = 0  # fused: also bring the rows of program pid + this into L2 (variant)
+    tail_n: int = 0  # two tiles (variant): the second tile's width, a power of two
+
+
+class BackwardConfig(NamedTuple):
+    looped: bool  # wide rows: dx kernel with two sweeps, separate dW/dB kernel
+    block_m: int  # rows per loop step
+    block_n: int  # power of two covering the row, or the loop step
+    num_warps: int
+    programs_per_sm: int  # persistent grid size = SMs * programs_per_sm
+    num_stages: int = 1  # tiles in flight per program (software pipelining)
+    reload: bool = False  # read each tile twice rather than hold it across the row sums
+    one_launch: bool = True  # small inputs on a GPU: the same launch adds up dW/dB (variant)
+    tail_n: int = 0  # a second tile of this width (a power of two) for the columns past block_n
+    split: bool = False  # wide rows (variant): cdiv(N, block_n) programs share each row
+
+
+class Padded(NamedTuple):
+    """An entry for half-precision rows that a power-of-two tile pads: rows of up to ``longest`` values."""
+
+    longest: int
+    config: tuple  # a ForwardConfig or BackwardConfig; with two_tiles, block_n and tail_n are set per row
+    two_tiles: bool
+    evidence: str
+
+
+class Table(NamedTuple):
+    name: str
+    forward: Dict[int, ForwardConfig]  # by padded row bytes
+    forward_looped: ForwardConfig
+    forward_padded: Dict[int, List[Padded]]  # by padded row bytes, first match wins
+    backward: Dict[int, BackwardConfig]
+    backward_looped: BackwardConfig
+    backward_split: Dict[int, BackwardConfig]  # by element size
+    backward_padded: Dict[int, List[Padded]]
+    evidence: Dict[Tuple[str, int], str]  # (section, key) -> why
+
+
+def _forward(entry: dict, looped: bool = False) -> ForwardConfig:
+    return ForwardConfig(
+        entry.get("looped", looped), entry.get("block_m", 1), entry.get("block_n", 0), entry["num_warps"],
+        entry.get("prefetch_ahead", 0),
+    )  # fmt: skip
+
+
+def _backward(entry: dict, looped: bool = False) -> BackwardConfig:
+    return BackwardConfig(
+        looped, entry.get("block_m", 1), entry.get("block_n", 0), entry["num_warps"], entry["programs_per_sm"],
+        entry.get("num_stages", 1), entry.get("reload", False), split=entry.get("split", False),
+    )  # fmt: skip
+
+
+def parse(name: str, data: dict) -> Table:
+    """A :class:`Table` from a table file's contents."""
+    evidence = {}
+
+    def keyed(section, build):
+        configs = {}
+        for key, entry in data.get(section, {}).items():
+            configs[int(key)] = build(entry)
+            evidence[(section, int(key))] = entry.get("evidence", "")
+        return configs
+
+    def padded(section, build):
+        return {
+            int(key): [Padded(e["longest"], build(e), e.get("two_tiles", False), e.get("evidence", "")) for e in entries]
+            for key, entries in data.get(section, {}).items()
+        }
+
+    evidence[("forward_looped", 0)] = data["forward_looped"].get("evidence", "")
+    evidence[("backward_looped", 0)] = data["backward_looped"].get("evidence", "")
+    return Table(
+        name, keyed("forward", _forward), _forward(data["forward_looped"], looped=True),
+        padded("forward_padded", _forward), keyed("backward", _backward), _backward(data["backward_looped"], True),
+        keyed("backward_split", _backward), padded("backward_padded", _backward), evidence,
+    )  # fmt: skip
+
+
+def generic_table() -> Table:
+    """The table of a GPU without one, from the model in this module's docstring."""
+    data = {"forward": {}, "backward": {}, "forward_padded": {}, "backward_padded": {}}
+    for row_bytes in (2048, 4096, 8192, 16384, 32768, 65536):
+        block_m = max(1, 8192 // row_bytes)
+        warps = min(32, max(4, block_m * row_bytes // (32 * 32)))
+        data["forward"][str(row_bytes)] = {"block_m": block_m, "num_warps": warps, "evidence": "generic rule"}
+    for row_bytes in (2048, 4096, 8192, 16384, 32768):
+        block_m = max(1, 4096 // row_bytes)
+        warps = min(16, max(4, block_m * row_bytes // (32 * 32)))
+        widest = row_bytes == MAX_FUSED_BWD_BYTES
+        data["backward"][str(row_bytes)] = {
+            "block_m": block_m, "num_warps": warps, "programs_per_sm": 1, "num_stages": 1 if widest else 3,
+            "reload": widest, "evidence": "generic rule",
+        }  # fmt: skip
+    # Loops and split rows depend on the register file, not the GPU model: the measured ones.
+    measured = json.loads((TABLES / f"{INTERPRETER_TABLE}.json").read_text())
+    for section in ("forward_looped", "backward_looped", "backward_split"):
+        data[section] = measured[section]
+    return parse("generic", data)
+
+
+def gpu_name(device: int) -> str:
+    """The table name of CUDA device ``device``: its name in lower case, words joined by ``-``."""
+    return re.sub(r"[^a-z0-9]+", "-", torch.cuda.get_device_name(device).lower()).strip("-")
+
+
+@functools.lru_cache(maxsize=None)
+def load(name: str) -> Table:
+    """The table called ``name`` (``generic``, or a file in ``data/tuning``); the generic one if there is no such file."""
+    path = TABLES / f"{name}.json"
+    if name == "generic" or not path.exists():
+        return generic_table()
+    return parse(name, json.loads(path.read_text()))
+
+
+@functools.lru_cache(maxsize=None)
+def table_for(device: int) -> Table:
+    """The table for CUDA device ``device`` (-1: the interpreter)."""
+    chosen = os.environ.get("LN_TUTORIAL_TUNING")
+    if chosen:
+        return load(chosen)
+    return load(INTERPRETER_TABLE if device < 0 else gpu_name(device))

@@ -1,0 +1,145 @@
+"""Variant: the deterministic backward in one launch, for inputs up to 64 MB.
+
+**Takes** the backward of rows held in registers (the persistent kernel's),
+with a weight or a bias, up to ``MAX_BYTES`` of input, on a GPU. **Gains**: the
+dW/dB sums need no second launch -- the persistent programs meet at a
+grid-wide barrier and add up the partial rows themselves; where the GPU would
+wait for the host's second launch this removes the wait, and the C++ node
+(:mod:`.native`) makes one launch instead of two. Past 64 MB the GPU is the
+bottleneck and two launches measured 1-3 % faster end to end. **Else**
+:func:`ln_tutorial.kernels.partial_sum_kernel` in a second launch, which is
+also what runs when the driver refuses the cooperative launch (more programs
+than the GPU can hold at once, a share of it taken, say): such a
+configuration is remembered and not tried again.
+
+The barrier needs every program resident at once: a cooperative launch. The
+interpreter runs programs one after another, so it never takes this variant.
+"""
+
+import functools
+
+import torch
+import triton
+import triton.language as tl
+
+from ln_tutorial import launch
+from ln_tutorial.kernels import add_partial_rows, layer_norm_bwd_persistent_kernel
+from ln_tutorial.launcher import INTERPRET, launcher
+
+MAX_BYTES = 64 * 2**20
+
+
+class Refused(RuntimeError):
+    """The driver refused a cooperative launch: more programs than the GPU can hold at once."""
+
+
+#: (device, configuration) whose cooperative launch the driver refused.
+refused: set = set()
+
+
+def takes(m: int, n: int, dtype: torch.dtype, device: int, cfg, has_grads: bool) -> bool:
+    """Whether a persistent backward of this shape takes one launch."""
+    small = m * n * dtype.itemsize <= MAX_BYTES
+    return cfg.one_launch and has_grads and small and not INTERPRET and (device, cfg) not in refused
+
+
+def launcher_for(meta: dict, n: int, sets: int, programs: int, cfg):
+    """The one-launch kernel with the persistent kernel's ``meta`` and its reduction's tile."""
+    return launcher(
+        layer_norm_bwd_one_launch_kernel, **meta, **reduce_blocks(n, sets, programs, programs, cfg.num_warps),
+        launch_cooperative_grid=True,
+    )  # fmt: skip
+
+
+def run(plan, args: dict, params: list, device: int, cfg) -> list:
+    """Launch ``plan.main`` (a cooperative kernel) with ``args``; return the gradients it adds up."""
+    grads = [torch.empty_like(p) for p in params]  # separate allocations: outputs of a torch.library op
+    stream = torch._C._cuda_getCurrentRawStream(device)
+    args.update(OUT0=grads[0], OUT1=grads[-1], BARRIER=grid_barrier_state(device, stream))
+    try:
+        plan.main((plan.programs,), args)
+    except RuntimeError as error:
+        remember_refusal(error, device, cfg)
+    return grads
+
+
+def remember_refusal(error: RuntimeError, device: int, cfg) -> None:
+    """Re-raise ``error`` unless the driver refused a cooperative launch; then remember ``cfg`` as
+    refused on ``device`` and raise :class:`Refused` (the caller plans again without it)."""
+    if "cooperative launch" not in str(error):
+        raise error
+    refused.add((device, cfg))
+    raise Refused() from error
+
+
+def reduce_blocks(n: int, sets: int, programs: int, partial_rows: int, num_warps: int) -> dict:
+    """Tile of the dW/dB reduction that one-launch kernels do after their barrier: column blocks
+    of about one per program (M = 0 has no programs), each step 32 values per thread (the
+    second kernel has many small programs instead)."""
+    block_n = min(1024, max(launch.REDUCE_BLOCK_N, launch.next_power_of_2(launch.cdiv(n * sets, max(programs, 1)))))
+    block_p = min(launch.next_power_of_2(partial_rows), max(1, 1024 * num_warps // block_n))
+    return dict(REDUCE_BLOCK_P=block_p, REDUCE_BLOCK_N=block_n)
+
+
+@functools.lru_cache(maxsize=None)
+def grid_barrier_state(device: int, stream: int) -> torch.Tensor:
+    """The state of :func:`grid_barrier` for launches on one stream of one GPU.
+
+    Launches on a stream run one after another, so they can share it; each
+    leaves it ready for the next. Zeroed once, here.
+    """
+    return torch.zeros(2, dtype=torch.int32, device=device)
+
+
+@triton.jit
+def grid_barrier(
+    BARRIER,  # int32 (2,): programs arrived (0 between launches), then a generation count
+):
+    """Wait until every program of the grid has arrived here.
+
+    Only for a cooperative launch, which guarantees that all programs are
+    resident at once: otherwise a waiting program could keep another from
+    ever starting. The last program to arrive resets the count for the next
+    launch and moves the generation on, which releases the others.
+    """
+    tl.debug_barrier()  # every thread's stores before this program arrives
+    generation = tl.atomic_add(BARRIER + 1, 0, sem="acquire")
+    if tl.atomic_add(BARRIER, 1, sem="acq_rel") == tl.num_programs(0) - 1:
+        tl.atomic_xchg(BARRIER, 0, sem="relaxed")
+        tl.atomic_add(BARRIER + 1, 1, sem="release")
+    else:
+        while tl.atomic_add(BARRIER + 1, 0, sem="acquire") == generation:
+            pass
+    tl.debug_barrier()  # no thread reads before the wait is over
+
+
+@triton.jit
+def layer_norm_bwd_one_launch_kernel(
+    # the arguments of layer_norm_bwd_persistent_kernel, with the gradients and the barrier after PARTIAL:
+    DY, X, W, MEAN, RSTD, DX, PARTIAL,
+    OUT0,  # (N,): the first gradient, dW (if HAS_DW) or dB
+    OUT1,  # (N,): dB when there are both (else OUT0 again)
+    BARRIER,  # int32 (2,) for grid_barrier: zeroed once, each launch leaves its count at 0
+    stride_dy, stride_x, stride_dx, M, N, rows_per_program,
+    HAS_DW: tl.constexpr, HAS_DB: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, COMPUTE: tl.constexpr,
+    NUM_STAGES: tl.constexpr, RELOAD: tl.constexpr, TAIL_N: tl.constexpr,
+    REDUCE_BLOCK_P: tl.constexpr,  # partial rows added per step of the reduction
+    REDUCE_BLOCK_N: tl.constexpr,  # columns per block of the reduction
+):  # fmt: skip
+    """The persistent kernel and the partial-row sums in one launch (cooperative).
+
+    Each program does what :func:`layer_norm_bwd_persistent_kernel` does,
+    waits at a grid-wide barrier until every partial row is written, then adds
+    up column blocks of them as :func:`partial_sum_kernel` does, in wider
+    blocks (there are fewer programs), without a second launch.
+    """
+    layer_norm_bwd_persistent_kernel(
+        DY, X, W, MEAN, RSTD, DX, PARTIAL, stride_dy, stride_x, stride_dx, M, N, rows_per_program, HAS_DW, HAS_DB,
+        BLOCK_M, BLOCK_N, COMPUTE, NUM_STAGES, RELOAD, TAIL_N,
+    )  # fmt: skip
+    grid_barrier(BARRIER)
+    programs = tl.num_programs(0)
+    col_blocks = tl.cdiv(N, REDUCE_BLOCK_N)
+    for task in range(tl.program_id(0), col_blocks * (HAS_DW + HAS_DB), programs):
+        k, col_block = task // col_blocks, task % col_blocks
+        add_partial_rows(PARTIAL, OUT0, OUT1, k, col_block, programs, N, REDUCE_BLOCK_P, REDUCE_BLOCK_N)

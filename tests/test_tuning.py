@@ -1,0 +1,130 @@
+"""Tuning tables keyed by GPU, the generic table for other GPUs, the default-path switch, ``explain``."""
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ln_tutorial
+from conftest import DEVICE
+from ln_tutorial import launch, tuning, variants
+from ln_tutorial.launcher import INTERPRET
+
+H100 = "nvidia-h100-80gb-hbm3"
+ROW_LENGTHS = [*range(1, 70000, 331), 1024, 1792, 2048, 4097, 8192, 9216, 12288, 16384, 32768, 65536]
+
+
+def test_gpu_names_become_table_names(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "NVIDIA H100 80GB HBM3")
+    assert tuning.gpu_name(0) == H100
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "NVIDIA L4")
+    assert tuning.gpu_name(0) == "nvidia-l4"
+
+
+def test_every_shipped_table_parses_and_says_why():
+    """Each table file names its GPU and carries evidence for every keyed entry."""
+    for path in tuning.TABLES.glob("*.json"):
+        data = json.loads(path.read_text())
+        assert data["gpu"] and tuning.gpu_name  # a name to match against
+        table = tuning.load(path.stem)
+        assert table.name == path.stem
+        assert all(why for why in table.evidence.values()), path.name
+
+
+def test_a_gpu_without_a_table_gets_the_generic_one(monkeypatch):
+    """An unknown GPU (an L4, say) gets the generic table, not the H100's."""
+    monkeypatch.setattr(tuning, "gpu_name", lambda device: "nvidia-l4")
+    tuning.table_for.cache_clear()
+    try:
+        if not INTERPRET:
+            assert tuning.table_for(0).name == "generic"
+        assert tuning.load("nvidia-l4").name == "generic"
+    finally:
+        tuning.table_for.cache_clear()
+
+
+@pytest.mark.parametrize("name", ["generic", H100])
+def test_configurations_cover_every_row(name, monkeypatch):
+    """Every row length gets a configuration whose tiles cover it (or a loop, or shared rows), with
+    at most 32 warps, from the generic table as from the measured one."""
+    monkeypatch.setenv("LN_TUTORIAL_TUNING", name)
+    tuning.table_for.cache_clear()
+    launch._forward_config.cache_clear()
+    launch._backward_config.cache_clear()
+    try:
+        for size in (2, 4, 8):
+            for n in ROW_LENGTHS:
+                fwd = launch.forward_config(n, size)
+                assert fwd.looped or fwd.block_n + fwd.tail_n >= n, (name, n, size)
+                assert 1 <= fwd.num_warps <= 32 and fwd.block_m >= 1
+                bwd = launch.backward_config(n, size)
+                assert bwd.looped or bwd.split or bwd.block_n + bwd.tail_n >= n, (name, n, size)
+                assert 1 <= bwd.num_warps <= 32 and bwd.programs_per_sm >= 1
+    finally:
+        tuning.table_for.cache_clear()
+        launch._forward_config.cache_clear()
+        launch._backward_config.cache_clear()
+
+
+def test_generic_table_follows_the_model():
+    """At least 8 KB per forward program, about 32 bytes of a row per thread, at most 32 warps."""
+    table = tuning.generic_table()
+    for row_bytes, cfg in table.forward.items():
+        assert cfg.block_m * row_bytes >= 8192
+        assert cfg.num_warps == min(32, max(4, cfg.block_m * row_bytes // 1024))
+    assert table.backward_split == tuning.load(H100).backward_split  # register-file bound, not GPU-bound
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
+@pytest.mark.parametrize("n", [100, 1500, 4100], ids=["short", "padded", "two-tiles-on-a-GPU"])
+def test_default_path_alone_gives_the_same_results(n, dtype):
+    """With the variants off every call takes the default kernels with Triton's own launch; the
+    outputs and gradients agree with the variants' within the flash-attention rule (the forward
+    bits may differ where a variant computes the statistics differently)."""
+    x = torch.randn(37, n, device=DEVICE, dtype=dtype, requires_grad=True)
+    weight = torch.randn(n, device=DEVICE, dtype=dtype, requires_grad=True)
+    bias = torch.randn(n, device=DEVICE, dtype=dtype, requires_grad=True)
+    dy = torch.randn(37, n, device=DEVICE, dtype=dtype)
+    results = []
+    for enabled in (True, False):
+        ln_tutorial.use_variants(enabled)
+        try:
+            y = ln_tutorial.layer_norm(x, (n,), weight, bias)
+            grads = torch.autograd.grad(y, (x, weight, bias), dy)
+        finally:
+            ln_tutorial.use_variants(True)
+        results.append((y, *grads))
+    reference = [F.layer_norm(x.double(), (n,), weight.double(), bias.double())]
+    reference += torch.autograd.grad(reference[0], (x, weight, bias), dy.double())
+    for name, with_variants, default, exact in zip(("y", "dx", "dw", "db"), *results, reference):
+        scale = exact.abs().max()
+        worst = max((with_variants.double() - exact).abs().max(), (default.double() - exact).abs().max()) / scale
+        assert worst < (1e-5 if dtype == torch.float32 else 2e-3), name
+
+
+def test_switch_reaches_every_decision():
+    """Off, no configuration asks for a variant: no prefetch, no two tiles, no shared rows."""
+    variants.use_variants(False)
+    try:
+        for n in ROW_LENGTHS:
+            fwd = launch.forward_config(n, 2)
+            assert fwd.prefetch_ahead == 0 and fwd.tail_n == 0, n
+            assert not launch.backward_config(n, 2).split, n
+        assert "variants off" in ln_tutorial.explain((4096, 3000))
+    finally:
+        variants.use_variants(True)
+
+
+def test_explain_names_the_kernels_and_the_evidence():
+    report = ln_tutorial.explain((2, 4096, 1024), torch.bfloat16)
+    assert report.forward_kernel == "layer_norm_fwd_kernel"
+    assert report.startswith("layer_norm of 8192 rows x 1024 columns, bfloat16")
+    assert "tools/tune.py at 4096 x 1024" in report  # the table's evidence for 2 KB rows
+    wide = ln_tutorial.explain((64, 65536), torch.float64)
+    assert wide.forward_kernel == "layer_norm_fwd_looped_kernel" and wide.backward_config.looped
+    assert "Python" in wide.host  # wide rows: the GPU decides, the node does not take them
+    with pytest.raises(TypeError, match="dtype"):
+        ln_tutorial.explain((4, 8), torch.int32)
+    with pytest.raises(ValueError, match="normalized_dims"):
+        ln_tutorial.explain((4, 8), normalized_dims=3)
