@@ -124,15 +124,18 @@ print("LLM shapes, bfloat16:", ", ".join(f"{m} x {n}" for m, n in bench.SETS["ll
 #
 # On a GPU the next cell measures everything it can import (set
 # ``LN_TUTORIAL_BENCH_PROVIDERS`` to a comma-separated list to restrict it).
-# Without one it loads the recorded results: the last run stored in
-# ``ln_tutorial/data/benchmarks/``.
+# Without one it loads the recorded results: the current result of each
+# provider and shape stored in ``ln_tutorial/data/benchmarks/``.
 
 if ON_GPU:
     wanted = os.environ.get("LN_TUTORIAL_BENCH_PROVIDERS")
     rows = bench.measure(providers=wanted.split(",") if wanted else None, progress=False)
     source = "measured live for this page"
+    strays = bench.compare(bench.load_results(), rows)
+    print(f"against the recorded results: {len(strays)} points outside the tolerance {bench.TOLERANCE}", *strays,
+          sep="\n  ")
 else:
-    rows = bench.latest_run(bench.load_results())
+    rows = bench.shipped_results()
     source = "recorded results shipped with the package"
 if rows:
     print(f"{source}:\n  {bench.provenance(rows)}")

@@ -414,12 +414,10 @@ def current_results(rows: List[dict]) -> List[dict]:
     return list({_key(r): r for r in rows}.values())
 
 
-def latest_run(rows: List[dict]) -> List[dict]:
-    """The rows of the most recent run (same date, commit and GPU as the last row recorded)."""
-    if not rows:
-        return []
-    last = rows[-1]
-    return [r for r in rows if (r["date"], r["commit"], r["gpu"]) == (last["date"], last["commit"], last["gpu"])]
+def shipped_results() -> List[dict]:
+    """The current recorded result of each provider, direction, dtype and shape, for the GPU recorded last."""
+    rows = current_results(load_results())
+    return [r for r in rows if r["gpu"] == rows[-1]["gpu"]] if rows else []
 
 
 def provenance(rows: List[dict]) -> str:
@@ -436,11 +434,11 @@ def provenance(rows: List[dict]) -> str:
 
 def compare(recorded: List[dict], live: List[dict], tolerance: Dict[str, float] = TOLERANCE) -> List[str]:
     """The points where ``live`` strays from ``recorded`` by more than ``tolerance`` at the
-    median, GPU time and host-included time apart (only where both carry the figure)."""
-    old = {_key(r)[1:]: r for r in recorded}
+    median, GPU time and host-included time apart (only where both carry the figure, on the same GPU)."""
+    old = {_key(r): r for r in recorded}
     out = []
     for row in live:
-        ref = old.get(_key(row)[1:])
+        ref = old.get(_key(row))
         for figure, column in (("gpu", "gpu_us_p50"), ("host", "host_us_p50")):
             if ref and ref.get(column) and row.get(column):
                 change = row[column] / ref[column] - 1

@@ -49,11 +49,15 @@ def test_old_rows_without_the_new_columns_load(tmp_path):
     assert bench.gbps(row, "host") is None and bench.gbps(row, "gpu") == 1400.0
 
 
-def test_current_results_and_latest_run():
+def test_current_results_and_the_shipped_ones(monkeypatch):
+    """One current row per key; the shipped results are those of the GPU recorded last, every
+    provider's current row (a run that re-recorded only some providers keeps the others')."""
     old = _rows("torch")
     new = [dict(r, commit="def5678") for r in _rows()]
-    assert bench.latest_run(old + new) == new
     assert bench.current_results(old + new + new[:2]) == old + new
+    other_gpu = [dict(r, gpu="Another GPU") for r in _rows()]
+    monkeypatch.setattr(bench, "load_results", lambda: other_gpu + old + new)
+    assert bench.shipped_results() == old + new
 
 
 def test_tables_and_provenance():

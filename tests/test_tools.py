@@ -1,6 +1,7 @@
 """The maintainer tools in tools/: each shows its defaults with --help and runs on a tiny input
 (on a CPU, through Triton's interpreter), so that a change to the package cannot silently break them."""
 
+import json
 import os
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from conftest import ON_GPU
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = sorted(p.name for p in (ROOT / "tools").glob("*.py"))
 TINY_RUNS = {
-    "tune.py": ["--mode", "forward", "--shapes", "float32:4x64"],
+    "tune.py": ["--mode", "forward", "--shapes", "float32:4x512", "--table", "table.json"],
     "host_timeline.py": ["--shapes", "4x64", "--dtype", "float32", "--reps", "2"],
     "profile_calls.py": ["--shapes", "float32:4x64", "--calls", "2"],
     "train_step.py": ["--layers", "1", "--width", "64", "--batch", "1", "--seq", "8", "--steps", "1", "--repetitions", "2"],
@@ -45,11 +46,17 @@ def test_help_shows_the_defaults(name, tmp_path):
 @pytest.mark.parametrize("name", TOOLS)
 def test_tiny_run_on_the_interpreter(name, tmp_path):
     out = _run([str(ROOT / "tools" / name), *TINY_RUNS[name]], tmp_path)
-    expected = {"tune.py": "forward float32 4x64: 11 configurations", "host_timeline.py": "call returned",
+    expected = {"tune.py": "forward float32 4x512: ", "host_timeline.py": "call returned",
                 "profile_calls.py": "ln_tutorial 4x64 float32: host fwd",
                 "train_step.py": "ln_tutorial,1,64,1,8,bfloat16,"}[name]  # fmt: skip
     assert expected in out
     if name == "tune.py":
         rows = (tmp_path / "tune.csv").read_text().splitlines()
-        assert rows[0] == "mode,dtype,M,N,config,gbps,is_default" and len(rows) == 12
+        assert rows[0] == "mode,dtype,M,N,config,gbps,is_default" and len(rows) > 2
         assert sum(r.endswith(",True") for r in rows) == 1  # the package's own choice is among them
+        # the table written: the interpreter's table, with the 2 KB entry replaced by the fastest, and its evidence
+        from ln_tutorial import tuning
+
+        table = tuning.parse("written", json.loads((tmp_path / "table.json").read_text()))
+        assert "tools/tune.py at 4 x 512 float32" in table.evidence[("forward", 2048)]
+        assert table.forward[4096] == tuning.load(tuning.INTERPRETER_TABLE).forward[4096]  # others kept

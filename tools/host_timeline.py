@@ -23,7 +23,7 @@ if not torch.cuda.is_available():
 
 import torch.nn.functional as F  # noqa: E402
 
-from ln_tutorial import function, launch, layer_norm  # noqa: E402
+from ln_tutorial import function, launch, launcher, layer_norm  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -53,7 +53,7 @@ def sync():
 
 def compiled_tables():
     """The tables of directly launched kernels, one per ``Launcher`` (empty under the interpreter)."""
-    return [launcher.compiled for launcher in launch._launchers.values()]
+    return [entry.compiled for entry in launcher._launchers.values()]
 
 
 def wrap_compiled_launchers():
@@ -148,15 +148,15 @@ def wrap_everything(detail: bool) -> None:
         for name in ("new_empty", "unbind", "stride", "get_device"):
             wrap_function(torch.Tensor, name, f"Tensor.{name}")
         wrap_function(torch, "empty_like", "torch.empty_like")
-        for name in ("_launch_arguments", "_hooks_installed"):
-            wrap_function(launch, name, name)
-        wrap_function(launch.Launcher, "__call__", "Launcher")
+        for name in ("_specialize", "hooks_installed"):
+            wrap_function(launcher, name, name)
+        wrap_function(launcher.Launcher, "__call__", "Launcher")
     for name in ("forward", "backward"):
         wrap_function(function.LayerNormFunction, name, f"Function.{name}")
         setattr(function.LayerNormFunction, name, staticmethod(getattr(function.LayerNormFunction, name)))
     wrap_function(launch, "layer_norm_backward", "launch.layer_norm_backward")
     wrap_function(launch, "layer_norm_forward", "launch.layer_norm_forward")
-    wrap_function(launch, "_backward_plan", "plan")
+    wrap_function(launch, "backward_plan", "plan")
 
 
 if __name__ == "__main__":

@@ -66,8 +66,9 @@ def launch_breakdown(m, n, dtype, calls):
     y, mean, rstd = launch.layer_norm_forward(x, w, b, 1e-5)
     cfg = launch.forward_config(n, x.element_size())
     # Triton's own launch of the kernel the package picks (rows of one tile: the looped kernel takes other arguments).
-    kernel = launch._forward_launcher(cfg, x.dtype)
-    args = (x, y, w, b, mean, rstd, x.stride(0), y.stride(0), m, n, *launch._split_eps(1e-5))
+    kernel = launch.forward_launcher(cfg, x.dtype)
+    named = launch.forward_arguments(x, y, w, b, mean, rstd, x.stride(0), y.stride(0), m, n, 1e-5)
+    args = [named[name] for name in kernel.names]
     bare = lambda: kernel.kernel[(triton.cdiv(m, cfg.block_m),)](*args, **kernel.meta)  # noqa: E731
     for name, fn in (
         *([] if cfg.looped else [("bare triton launch", bare)]),

@@ -1,13 +1,17 @@
-"""Sweep the launch configurations of ``ln_tutorial/launch.py`` at one shape per table entry;
-print the default and the two fastest per shape, and write every timing to a CSV.
+"""Sweep the launch configurations at one shape per tuning-table entry; print the default and the
+two fastest per shape, write every timing to a CSV and, with --table, the fastest into a table.
 
-Used to fill the launch tables for a new GPU:
-    python tools/tune.py --mode forward --out tune.csv
-On a CPU (TRITON_INTERPRET=1, tiny shapes) it only checks that every candidate runs.
+Used to fill the tuning table of a new GPU (``ln_tutorial/data/tuning/<gpu>.json``):
+    python tools/tune.py --mode forward --table ln_tutorial/data/tuning/nvidia-h200.json
+    python tools/tune.py --mode backward --table ln_tutorial/data/tuning/nvidia-h200.json
+A table that does not exist yet starts as the GPU's current one (the generic table for a new
+GPU); each entry tuned here gets the evidence of its measurement. On a CPU (TRITON_INTERPRET=1,
+tiny shapes) it only checks that every candidate runs.
 """
 
 import argparse
 import csv
+import json
 import itertools
 import os
 import statistics
@@ -21,7 +25,7 @@ if not torch.cuda.is_available():
 
 import triton  # noqa: E402
 
-from ln_tutorial import launch  # noqa: E402
+from ln_tutorial import launch, tuning  # noqa: E402
 
 # One shape per entry of the tables (they are keyed by padded row bytes: 2 KB ... 64 KB),
 # LLM-sized where one exists, plus the tutorial's smallest.
@@ -109,6 +113,7 @@ def main(argv=None):
     parser.add_argument("--rep", type=int, default=40, help="ms of timed calls per configuration (GPU)")
     parser.add_argument("--max-n", type=int, default=1 << 30, help="only rows up to this length")
     parser.add_argument("--shapes", help="instead of the built-in shapes, e.g. float16:4096x2048,bfloat16:16384x4096")
+    parser.add_argument("--table", help="tuning table (JSON) to write the fastest configurations into")
     args = parser.parse_args(argv)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     shapes_by_dtype = SHAPES
@@ -149,7 +154,81 @@ def main(argv=None):
             ranked = "  ".join(f"{label} {g:.0f} {tuple(c)}" for label, (g, c) in zip(("best", "2nd"), results))
             print(f"{args.mode} {str(dtype)[6:]} {m}x{n}: {len(results)} configurations, default {dflt:.0f}  {ranked}",
                   flush=True)  # fmt: skip
+            if args.table and results:
+                best_gbps, best = results[0]
+                evidence = (f"tools/tune.py at {m} x {n} {str(dtype)[6:]} on {device_name()}: {best_gbps:.0f} GB/s "
+                            f"against {dflt:.0f} for the previous entry")  # fmt: skip
+                write_entry(args.table, args.mode, n, size, best, evidence)
     out.close()
+
+
+def device_name() -> str:
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else "the interpreter"
+
+
+def write_entry(path: str, mode: str, n: int, size: int, cfg, evidence: str) -> None:
+    """Put ``cfg`` into the tuning table at ``path`` as the entry for rows like ``n`` values of ``size`` bytes.
+
+    Padded half-precision rows keep their own entries (``forward_padded``), which this does not write.
+    """
+    device = torch.cuda.current_device() if torch.cuda.is_available() else -1
+    if os.path.exists(path):
+        data = json.loads(open(path).read())
+    else:  # start from the table this GPU uses now, as data
+        data = table_as_data(tuning.table_for(device))
+        data["gpu"] = device_name()
+        data["measured"] = f"tools/tune.py, torch {torch.__version__}, triton {triton.__version__}"
+    row_bytes = triton.next_power_of_2(n) * size
+    wide = row_bytes > (tuning.MAX_FUSED_FWD_BYTES if mode == "forward" else tuning.MAX_FUSED_BWD_BYTES)
+    if wide != (cfg.looped or getattr(cfg, "split", False)) or getattr(cfg, "tail_n", 0):
+        return  # a padded row's best (a loop, shared rows, two tiles) belongs to a padded entry, not written here
+    if mode == "forward":
+        entry = {"block_m": cfg.block_m, "num_warps": cfg.num_warps}
+        section, key = ("forward_looped", None) if cfg.looped else ("forward", str(row_bytes))
+        if cfg.looped:
+            entry["block_n"] = cfg.block_n
+    else:
+        entry = {"block_m": cfg.block_m, "num_warps": cfg.num_warps, "programs_per_sm": cfg.programs_per_sm,
+                 "num_stages": cfg.num_stages, "reload": cfg.reload}  # fmt: skip
+        if cfg.split:
+            section, key = "backward_split", str(size)
+            entry["block_n"] = cfg.block_n
+        elif cfg.looped:
+            section, key = "backward_looped", None
+            entry["block_n"] = cfg.block_n
+        else:
+            section, key = "backward", str(row_bytes)
+    entry["evidence"] = evidence
+    if key is None:
+        data[section] = entry
+    else:
+        data.setdefault(section, {})[key] = entry
+    with open(path, "w") as f:
+        json.dump(data, f, indent=2)
+        f.write("\n")
+
+
+def table_as_data(table) -> dict:
+    """A :class:`ln_tutorial.tuning.Table` as the JSON a table file holds."""
+
+    def entry(cfg, why):
+        fields = {k: v for k, v in cfg._asdict().items() if v != type(cfg)._field_defaults.get(k, None)}
+        fields.pop("looped", None)
+        return {**fields, "evidence": why}
+
+    def padded(entries):
+        return [{**entry(e.config, e.evidence), "longest": e.longest, "two_tiles": e.two_tiles} for e in entries]
+
+    why = table.evidence
+    return {
+        "forward": {str(k): entry(c, why[("forward", k)]) for k, c in table.forward.items()},
+        "forward_looped": {**entry(table.forward_looped, why[("forward_looped", 0)]), "looped": True},
+        "forward_padded": {str(k): padded(v) for k, v in table.forward_padded.items()},
+        "backward": {str(k): entry(c, why[("backward", k)]) for k, c in table.backward.items()},
+        "backward_looped": entry(table.backward_looped, why[("backward_looped", 0)]),
+        "backward_split": {str(k): entry(c, why[("backward_split", k)]) for k, c in table.backward_split.items()},
+        "backward_padded": {str(k): padded(v) for k, v in table.backward_padded.items()},
+    }
 
 
 if __name__ == "__main__":
