@@ -240,7 +240,7 @@ def layer_norm_backward(
     params = [p for p in (weight, bias) if p is not None]
     if m == 0 or n == 0:  # a sum over no rows is zero
         return dx, *(None if p is None else torch.zeros_like(p) for p in (weight, bias))
-    args = backward_arguments(dy, x, weight, mean, rstd, dx)
+    args = backward_arguments(dy, x, weight, mean, rstd, dx, dy.stride(0), x.stride(0), m, n)
     if strategy == "lock":
         dw, db = lock.backward(args, weight, bias, traced)
         return dx, dw, db
@@ -283,11 +283,10 @@ def layer_norm_backward(
     return dx, grads[0] if weight is not None else None, grads[-1] if bias is not None else None
 
 
-def backward_arguments(dy, x, weight, mean, rstd, dx) -> dict:
-    """The backward kernels' row arguments by name: every kernel takes those of its signature."""
-    n = x.shape[1]
-    return dict(DY=dy, X=x, W=weight, MEAN=mean, RSTD=rstd, DX=dx, stride_dy=dy.stride(0), stride_x=x.stride(0),
-                stride_dx=n, M=x.shape[0], N=n)  # fmt: skip
+def backward_arguments(dy, x, weight, mean, rstd, dx, stride_dy: int, stride_x: int, m: int, n: int) -> dict:
+    """The backward kernels' row arguments by name (dx is contiguous): each kernel takes those of its signature."""
+    return dict(DY=dy, X=x, W=weight, MEAN=mean, RSTD=rstd, DX=dx, stride_dy=stride_dy, stride_x=stride_x,
+                stride_dx=n, M=m, N=n)  # fmt: skip
 
 
 class BackwardPlan(NamedTuple):

@@ -141,9 +141,9 @@ def _backward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_d
     grads = [g for g in (_stand_in(weight_dtype, device), _stand_in(bias_dtype, device)) if g is not None]
     barrier = one_launch.grid_barrier_state(device, stream)
     # dy and dx stand in as x, the partial rows as the statistics; dy is contiguous (the node checks)
-    args = launch.backward_arguments(x, x, _stand_in(weight_dtype, device), stats, stats, x)
-    args.update(stride_dy=n, stride_x=row_stride, M=m, PARTIAL=stats, OUT0=grads[0], OUT1=grads[-1], BARRIER=barrier,
-                rows_per_program=plan.rows_per_program, P=plan.programs)  # fmt: skip
+    args = launch.backward_arguments(x, x, _stand_in(weight_dtype, device), stats, stats, x, n, row_stride, m, n)
+    args.update(PARTIAL=stats, OUT0=grads[0], OUT1=grads[-1], BARRIER=barrier, rows_per_program=plan.rows_per_program,
+                P=plan.programs)  # fmt: skip
     names = extension().BACKWARD_ARGUMENTS
     reduce = None
     if plan.reduce is not None:
