@@ -4,10 +4,10 @@ Advanced: the forward at full speed
 
 The forward kernel of the first page holds one row per program. The
 package's default forward computes the same function and adds what some
-shapes need: several rows per program, a launch table measured on an H100,
-a kernel for rows too wide for the registers, and on a GPU a few kernels for
-particular row lengths. Each section says first which shapes it is for and
-what it gains; the `performance notes <../performance.html>`_ have the
+shapes need: several rows per program, launch tables measured per GPU
+model, a kernel for rows too wide for the registers, and on a GPU a variant
+for particular row lengths. Each section says first which shapes it is for
+and what it gains; the `performance notes <../performance.html>`_ have the
 measurements. Read this page after the core path, or skip it.
 """
 
@@ -34,7 +34,8 @@ if not torch.cuda.is_available():
 import triton
 import triton.language as tl
 
-from ln_tutorial import launch, plain
+import ln_tutorial
+from ln_tutorial import launch, plain, tuning
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 ON_GPU = DEVICE.type == "cuda"
@@ -55,8 +56,8 @@ torch.manual_seed(0)
 # the L2 cache for the rows of a later program.
 
 # ln_tutorial:source ln_tutorial.kernels.reciprocal
-# ln_tutorial:source ln_tutorial.kernels.prefetch_to_l2
-# ln_tutorial:source ln_tutorial.kernels.prefetch_rows
+# ln_tutorial:source ln_tutorial.variants.prefetch.prefetch_to_l2
+# ln_tutorial:source ln_tutorial.variants.prefetch.prefetch_rows
 # ln_tutorial:source ln_tutorial.kernels.layer_norm_fwd_kernel
 
 # %%
@@ -73,14 +74,17 @@ torch.manual_seed(0)
 #
 # * The prefetch goes through a PTX ``prefetch.global.L2`` instruction in
 #   Triton's inline assembly: no register is held and nothing waits for it.
-#   It helped only rows of 8 KB, by a few percent (``FORWARD_PREFETCH``); the
-#   interpreter has no PTX, so there it is off.
+#   It helped only rows of 8 KB, by a few percent (the table's
+#   ``prefetch_ahead``), so it is a variant (``ln_tutorial/variants/prefetch.py``);
+#   the interpreter has no PTX, so there it is off.
 #
 # The launch table and its model
 # ------------------------------
 #
 # *When it matters:* always; it is the default's choice of ``BLOCK_M`` and
-# warps. The entries are the fastest configurations a sweep found on an H100,
+# warps. The tables are data, one file per GPU model in
+# ``ln_tutorial/data/tuning/``, each entry with the evidence for it. The H100's
+# entries are the fastest configurations a sweep found there,
 # keyed by the size of a padded row in bytes (a float32 row of 4096 values and
 # a float16 row of 8192 values occupy the same registers and move the same
 # memory). A model explains them. A program of ``num_warps`` warps spreads its
@@ -91,18 +95,21 @@ torch.manual_seed(0)
 # values that it does not spill and that the SM runs several programs at
 # once. The grid has :math:`M / \mathrm{BLOCK\_M}` programs; divided by the
 # programs the SMs hold at once, that is the number of *waves*, and a last
-# wave that is mostly empty leaves SMs idle. Computed from the table, in
-# float16:
+# wave that is mostly empty leaves SMs idle. A GPU without a table gets
+# ``tuning.generic_table()``, built from this model. The H100's table,
+# computed in float16:
 
-# ln_tutorial:source ln_tutorial.launch.ForwardConfig
-# ln_tutorial:source ln_tutorial.launch.FORWARD_TABLE
+# ln_tutorial:source ln_tutorial.tuning.ForwardConfig
+# ln_tutorial:source ln_tutorial.tuning.Table
 
 # %%
 
+table = tuning.load("nvidia-h100-80gb-hbm3")
 print(f"{'row bytes':>9} {'BLOCK_M':>8} {'warps':>6} {'values per thread':>18} {'bytes per program':>18}")
-for row_bytes, (block_m, warps) in launch.FORWARD_TABLE.items():
-    values = block_m * row_bytes // 2 // (32 * warps)
-    print(f"{row_bytes:>9} {block_m:>8} {warps:>6} {values:>18} {block_m * row_bytes:>18}")
+for row_bytes, cfg in table.forward.items():
+    values = cfg.block_m * row_bytes // 2 // (32 * cfg.num_warps)
+    print(f"{row_bytes:>9} {cfg.block_m:>8} {cfg.num_warps:>6} {values:>18} {cfg.block_m * row_bytes:>18}")
+print("evidence for 8 KB rows:", table.evidence[("forward", 8192)])
 
 # %%
 # Rows of 2 KB get eight rows per program, rows of 4 and 8 KB two, and wider
@@ -113,43 +120,47 @@ for row_bytes, (block_m, warps) in launch.FORWARD_TABLE.items():
 # about 8 KB, up to 64 rows:
 
 # ln_tutorial:source ln_tutorial.launch.forward_config
+# ln_tutorial:source ln_tutorial.launch._forward_config
 
 # %%
-# Padded rows, Gluon and clusters
-# -------------------------------
+# Padded rows and two tiles
+# --------------------------
 #
 # *When it matters:* half-precision rows whose length is not a power of two,
-# and rows of 24 to 128 KB, on a GPU. A row of 9216 float16 values sits in a
-# tile 16384 wide: 44 % of the lanes load nothing yet hold registers. For
-# such rows ``FORWARD_PADDED`` overrides the table (fewer warps, one row per
-# program, or a loop over 2048-value steps that wastes nothing).
+# on a GPU. A row of 9216 float16 values sits in a tile 16384 wide: 44 % of
+# the lanes load nothing yet hold registers. For such rows the table's
+# ``forward_padded`` entries come first (fewer warps, one row per program, or
+# a loop over 2048-value steps that wastes nothing).
 #
-# Each ``tl.sum`` over a row spread across warps ends in an exchange between
-# the warps, through shared memory, and the second sum waits for the first.
-# With 16 or 32 warps that wait shows. On a GPU, with Triton 3.6 or later,
-# half-precision rows of 12288 to 32768 values therefore take
-# ``FORWARD_ONE_EXCHANGE``: a variant of this kernel written in Gluon,
-# Triton's lower-level dialect, in which each warp sums its own columns and
-# the warps trade their sums once (``ln_tutorial/kernels_gluon.py``). The same
-# Gluon kernel holds padded half-precision rows of 4097 to 12287 values as two
-# tiles, half the padded width and then a power-of-two tail
-# (``FORWARD_TWO_TILES``): fewer lanes idle than in one tile, and nothing is
-# read twice as in the loop. A row of 65536 half-precision values (128 KB) is
-# too much for one program; on a Hopper GPU the two programs of a
-# thread-block cluster hold half of it each and trade their halves' sums once,
-# through each other's shared memory (``FORWARD_CLUSTER``). Triton's
-# interpreter cannot run Gluon, so on the CPU these rows take the kernels of
-# this page, which compute the same function. The gains are a few percent
-# each; the performance notes give them shape by shape.
+# On a GPU, with Triton 3.6 or later, padded half-precision rows of 4097 to
+# 12287 values take a variant written in Gluon, Triton's lower-level dialect
+# (``ln_tutorial/variants/two_tiles.py``). It holds a row as two tiles, half
+# the padded width and then a power-of-two tail: fewer lanes idle than in one
+# tile, and nothing is read twice as in the loop. Each warp sums its own
+# columns and the warps trade their sums once. Triton's interpreter cannot
+# run Gluon, so on the CPU these rows take the kernels of this page, which
+# compute the same function. ``ln_tutorial.use_variants(False)`` (or
+# ``LN_TUTORIAL_VARIANTS=0``) sends every GPU call there too.
+#
+# *What did not pay:* the same one exchange for whole rows of 32 and 64 KB,
+# and a row of 65536 half-precision values shared by the two programs of a
+# thread-block cluster. Each gained under 5 %, the spread of two recordings
+# of the same code, so neither is in the package.
 #
 # Here is what the default picks for a few row lengths, on this machine:
 
-print(f"{'N':>7} {'dtype':>9} {'BLOCK_M':>8} {'BLOCK_N':>8} {'TAIL_N':>7} {'warps':>6} {'looped':>7} {'Gluon':>6}")
+print(f"{'N':>7} {'dtype':>9} {'BLOCK_M':>8} {'BLOCK_N':>8} {'TAIL_N':>7} {'warps':>6} {'looped':>7}")
 for n in (128, 768, 1024, 1536, 2560, 4096, 8192, 9216, 16384, 32768, 65536):
     for dtype in (torch.float16, torch.float32):
         cfg = launch.forward_config(n, torch.empty(0, dtype=dtype).element_size())
         tiles = f"{cfg.block_m:>8} {cfg.block_n:>8} {cfg.tail_n:>7}"
-        print(f"{n:>7} {str(dtype)[6:]:>9} {tiles} {cfg.num_warps:>6} {cfg.looped!s:>7} {cfg.one_exchange!s:>6}")
+        print(f"{n:>7} {str(dtype)[6:]:>9} {tiles} {cfg.num_warps:>6} {cfg.looped!s:>7}")
+
+# %%
+# ``TAIL_N`` above zero is the two-tile variant. ``ln_tutorial.explain`` says
+# the same for one shape, with the table's reason:
+
+print(ln_tutorial.explain((4096, 9216), torch.float16))
 
 # %%
 # The launcher
@@ -159,14 +170,17 @@ for n in (128, 768, 1024, 1536, 2560, 4096, 8192, 9216, 16384, 32768, 65536):
 # default launcher allocates the outputs, picks the configuration and
 # launches one program per ``BLOCK_M`` rows. Triton passes a Python float to
 # a kernel as float32, which would round :math:`\epsilon` for float64 inputs,
-# so the launcher splits it into its float32 value and the remainder. And a
-# ``Launcher`` skips Triton's general per-call dispatch once the kernel is
-# compiled: it is ``kernel[grid](..., **meta)`` with the compile-time
-# arguments bound once per configuration.
+# so the launcher splits it into its float32 value and the remainder. The
+# arguments go by name, in a dict: each kernel takes those of its own
+# signature. And a ``Launcher`` (``ln_tutorial/launcher.py``) skips Triton's
+# general per-call dispatch once the kernel is compiled: it is
+# ``kernel[grid](..., **meta)`` with the compile-time arguments bound once
+# per configuration.
 
-# ln_tutorial:source ln_tutorial.launch._split_eps
+# ln_tutorial:source ln_tutorial.launch.split_eps
 # ln_tutorial:source ln_tutorial.launch.layer_norm_forward
-# ln_tutorial:source ln_tutorial.launch._forward_launcher
+# ln_tutorial:source ln_tutorial.launch.forward_arguments
+# ln_tutorial:source ln_tutorial.launch.forward_launcher
 
 # %%
 # Wide rows
@@ -177,7 +191,7 @@ for n in (128, 768, 1024, 1536, 2560, 4096, 8192, 9216, 16384, 32768, 65536):
 # it runs, and the kernel converts every value to float32, so a row of 64 KB
 # of float16 input already needs 128 KB. Past ``MAX_FUSED_FWD_BYTES`` the
 # kernel would spill to slow local memory, so ``forward_config`` returns
-# ``FORWARD_LOOPED``, which selects a second kernel. It walks each row in
+# the table's ``forward_looped`` entry, which selects a second kernel. It walks each row in
 # steps of ``BLOCK_N`` elements, twice:
 
 # ln_tutorial:source ln_tutorial.kernels.layer_norm_fwd_looped_kernel
@@ -207,7 +221,7 @@ for n in (128, 768, 1024, 1536, 2560, 4096, 8192, 9216, 16384, 32768, 65536):
 
 wide = 1000.0 + torch.randn(8, 1000, device=DEVICE)
 ones, zeros = torch.ones(1000, device=DEVICE), torch.zeros(1000, device=DEVICE)
-looped_cfg = launch.ForwardConfig(looped=True, block_m=1, block_n=128, num_warps=4)
+looped_cfg = tuning.ForwardConfig(looped=True, block_m=1, block_n=128, num_warps=4)
 y_looped, _, _ = launch.layer_norm_forward(wide, None, None, 1e-5, config=looped_cfg)
 y_plain, _, _ = plain.layer_norm_forward(wide, ones, zeros, 1e-5)
 print("looped kernel against the plain kernel, max |difference|:", (y_looped - y_plain).abs().max().item())
@@ -221,5 +235,4 @@ assert torch.allclose(y_looped, y_plain, atol=1e-3)  # float32 holds 1000 + x to
 #   Computing the Sample Variance: Analysis and Recommendations", The American
 #   Statistician 37(3), 1983.
 #
-# * Triton's documentation on Gluon, its lower-level dialect, and NVIDIA's
-#   CUDA programming guide on thread-block clusters.
+# * Triton's documentation on Gluon, its lower-level dialect.

@@ -5,9 +5,9 @@ Advanced: the backward at full speed
 The backward of the second page gives each program one row at a time and
 sums the partial rows with ``torch.sum``. The package's default backward
 keeps the same lock-free idea and adds what some shapes need: tiles of
-several rows with their loads issued ahead, a launch table measured on an
-H100, one launch instead of two, rows shared by several programs, and a C++
-autograd node. This page also shows the lock kernel of the Triton tutorial.
+several rows with their loads issued ahead, launch tables measured per GPU
+model, and three variants: one launch instead of two, rows shared by several
+programs, and a C++ autograd node. This page also shows the lock kernel of the Triton tutorial.
 Each section says first which shapes it is for and what it gains; the
 `performance notes <../performance.html>`_ have the measurements.
 """
@@ -33,7 +33,7 @@ import triton
 import triton.language as tl
 
 import ln_tutorial
-from ln_tutorial import launch, plain
+from ln_tutorial import launch, plain, tuning
 from ln_tutorial.reference import layer_norm_backward_reference, relative_error
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -59,8 +59,8 @@ torch.manual_seed(0)
 # values, 128 up to 4096, and 96 past that, where the tutorial drops to 64
 # past 8192.
 
-# ln_tutorial:source ln_tutorial.launch.lock_group_size
-# ln_tutorial:source ln_tutorial.kernels.layer_norm_bwd_lock_kernel
+# ln_tutorial:source ln_tutorial.variants.lock.group_size
+# ln_tutorial:source ln_tutorial.variants.lock.layer_norm_bwd_lock_kernel
 
 # %%
 # The second stage reads the partial rows and adds them, always in the same
@@ -143,20 +143,21 @@ print(f"lock strategy, dw: relative error {relative_error(runs[0], dw_exact):.1e
 # per thread. And its grid is *persistent*: programs per SM times the number
 # of SMs, one wave by construction, each program looping over its rows. Its
 # bytes in flight per program are ``BLOCK_M`` rows times the stages, in two
-# tensors. Computed from the table, in float16:
+# tensors. The H100's table (``ln_tutorial/data/tuning/``), computed in
+# float16:
 
-# ln_tutorial:source ln_tutorial.launch.BackwardConfig
-# ln_tutorial:source ln_tutorial.launch.BACKWARD_TABLE
+# ln_tutorial:source ln_tutorial.tuning.BackwardConfig
 
 # %%
 
+table = tuning.load("nvidia-h100-80gb-hbm3")
 print(f"{'row bytes':>9} {'BLOCK_M':>8} {'warps':>6} {'per SM':>7} {'stages':>7} {'reload':>7} "
       f"{'accumulators per thread':>24} {'bytes in flight':>16}")
-for row_bytes, (block_m, warps, per_sm, stages, reload) in launch.BACKWARD_TABLE.items():
-    per_thread = 2 * block_m * row_bytes // 2 // (32 * warps)
-    in_flight = 2 * block_m * row_bytes * stages
-    print(f"{row_bytes:>9} {block_m:>8} {warps:>6} {per_sm:>7} {stages:>7} {reload!s:>7} "
-          f"{per_thread:>24} {in_flight:>16}")
+for row_bytes, cfg in table.backward.items():
+    per_thread = 2 * cfg.block_m * row_bytes // 2 // (32 * cfg.num_warps)
+    in_flight = 2 * cfg.block_m * row_bytes * cfg.num_stages
+    print(f"{row_bytes:>9} {cfg.block_m:>8} {cfg.num_warps:>6} {cfg.programs_per_sm:>7} {cfg.num_stages:>7} "
+          f"{cfg.reload!s:>7} {per_thread:>24} {in_flight:>16}")
 
 # %%
 # Every row size runs one program per SM. Rows of 2 and 4 KB take four rows
@@ -165,25 +166,27 @@ for row_bytes, (block_m, warps, per_sm, stages, reload) in launch.BACKWARD_TABLE
 # a given row length:
 
 # ln_tutorial:source ln_tutorial.launch.backward_config
-# ln_tutorial:source ln_tutorial.launch._backward_grid
+# ln_tutorial:source ln_tutorial.launch._backward_config
+# ln_tutorial:source ln_tutorial.launch.backward_grid
 
 # %%
 # One launch instead of two
 # ~~~~~~~~~~~~~~~~~~~~~~~~~
 #
-# *When it matters:* inputs up to ``ONE_LAUNCH_MAX_BYTES``, where the GPU
-# finishes before the host could launch a second kernel.
+# *When it matters:* inputs up to ``MAX_BYTES`` (64 MB), where the GPU
+# finishes before the host could launch a second kernel. This is a variant,
+# ``ln_tutorial/variants/one_launch.py``.
 # On a small input the persistent kernel is done in a few microseconds, and
 # the GPU then waits for the host to launch the second stage: launching a
 # kernel from Python costs tens of microseconds (the performance notes
-# measure it). Up to ``ONE_LAUNCH_MAX_BYTES`` of input the same programs
+# measure it). Up to ``MAX_BYTES`` of input the same programs
 # therefore add up the partial rows themselves. They may only start once every
 # program has written its partial row, so they first wait at a grid-wide
 # barrier: each program adds one to a counter; the last to arrive resets the
 # counter for the next launch and moves a generation number on, and the
 # others spin until they see the new generation.
 
-# ln_tutorial:source ln_tutorial.kernels.grid_barrier
+# ln_tutorial:source ln_tutorial.variants.one_launch.grid_barrier
 
 # %%
 # A barrier like this is only safe when every program of the grid is on the
@@ -198,18 +201,18 @@ for row_bytes, (block_m, warps, per_sm, stages, reload) in launch.BACKWARD_TABLE
 # followed by the barrier and a share of the second stage, in column blocks
 # wide enough that each program has about one:
 
-# ln_tutorial:source ln_tutorial.kernels.layer_norm_bwd_one_launch_kernel
-# ln_tutorial:source ln_tutorial.launch._reduce_blocks
+# ln_tutorial:source ln_tutorial.variants.one_launch.layer_norm_bwd_one_launch_kernel
+# ln_tutorial:source ln_tutorial.variants.one_launch.reduce_blocks
 
 # %%
 # The barrier's two counters live on the GPU between launches, one pair per
 # stream: launches on one stream run one after another and each leaves the
 # pair ready for the next; two streams could overlap, so they get a pair each.
 
-# ln_tutorial:source ln_tutorial.launch._grid_barrier
+# ln_tutorial:source ln_tutorial.variants.one_launch.grid_barrier_state
 
 # %%
-# Past ``ONE_LAUNCH_MAX_BYTES`` the GPU's work is longer than the host's, and
+# Past ``MAX_BYTES`` the GPU's work is longer than the host's, and
 # two launches measured slightly faster. The partial rows are the same either
 # way; the one-launch kernel adds them in wider blocks, so
 # :math:`\nabla_w` and :math:`\nabla_b` can differ from the two-launch sums in
@@ -229,8 +232,8 @@ for row_bytes, (block_m, warps, per_sm, stages, reload) in launch.BACKWARD_TABLE
 # partial rows on a (column block, row group) grid. That reads :math:`x` and
 # :math:`\nabla_y` twice from memory, 5 units of traffic where 3 are needed:
 # about half of copy speed. Half-precision and float32 rows take another way
-# (float64 rows loop, because the trade below carries float32 sums): ``SPLIT``
-# programs share each row, each holding ``BLOCK_N`` of its columns (and their
+# (float64 rows loop, because the trade below carries float32 sums), in a
+# variant (``ln_tutorial/variants/split.py``): ``SPLIT`` programs share each row, each holding ``BLOCK_N`` of its columns (and their
 # partial sums) for all the rows of its group. Only :math:`c_1` and
 # :math:`c_2` need the whole row, and they are sums: each program adds its
 # part, writes it to global memory, and reads the others' parts.
@@ -254,13 +257,13 @@ for row_bytes, (block_m, warps, per_sm, stages, reload) in launch.BACKWARD_TABLE
 # barrier. ``tl.reduce`` takes a tuple and a combine function (``add_pair``)
 # and exchanges both at once.
 
-# ln_tutorial:source ln_tutorial.kernels.load_raw_tile
-# ln_tutorial:source ln_tutorial.kernels.add_pair
-# ln_tutorial:source ln_tutorial.kernels.written_record
-# ln_tutorial:source ln_tutorial.kernels.publish_row_sums
-# ln_tutorial:source ln_tutorial.kernels.whole_row_sums
-# ln_tutorial:source ln_tutorial.kernels.prefetch_tile
-# ln_tutorial:source ln_tutorial.kernels.layer_norm_bwd_split_kernel
+# ln_tutorial:source ln_tutorial.variants.split.load_raw_tile
+# ln_tutorial:source ln_tutorial.variants.split.add_pair
+# ln_tutorial:source ln_tutorial.variants.split.written_record
+# ln_tutorial:source ln_tutorial.variants.split.publish_row_sums
+# ln_tutorial:source ln_tutorial.variants.split.whole_row_sums
+# ln_tutorial:source ln_tutorial.variants.prefetch.prefetch_tile
+# ln_tutorial:source ln_tutorial.variants.split.layer_norm_bwd_split_kernel
 
 # %%
 # On a GPU the split kernel ends like the one-launch persistent kernel: a
@@ -270,18 +273,18 @@ for row_bytes, (block_m, warps, per_sm, stages, reload) in launch.BACKWARD_TABLE
 # program before any can pass the barrier that changes it. A record left by
 # an earlier launch carries an earlier flag and does not count, so the
 # records need no zeroing: they are kept per stream, next to the barrier
-# (for the ``SPLIT_STATE_STREAMS`` most recently used streams), and zeroed
+# (for the ``STATE_STREAMS`` most recently used streams), and zeroed
 # only when a call needs more of them, or after
-# ``SPLIT_RECORDS_LIFETIME`` launches, long before the generation (counted
+# ``RECORDS_LIFETIME`` launches, long before the generation (counted
 # modulo :math:`2^{31}`) could come round to an old flag. Two launches and a
 # zero-filled buffer for each call measured slower at the widest shapes on
 # the H100. In the interpreter the flag is 1,
 # the records are zeroed for each call and a second kernel adds the partial
 # rows.
 
-# ln_tutorial:source ln_tutorial.launch.SPLIT_RECORDS_LIFETIME
-# ln_tutorial:source ln_tutorial.launch.SPLIT_STATE_STREAMS
-# ln_tutorial:source ln_tutorial.launch._split_state
+# ln_tutorial:source ln_tutorial.variants.split.RECORDS_LIFETIME
+# ln_tutorial:source ln_tutorial.variants.split.STATE_STREAMS
+# ln_tutorial:source ln_tutorial.variants.split.records_state
 
 # %%
 # The programs of a group wait for each other, so all of them must be resident
@@ -294,16 +297,20 @@ for row_bytes, (block_m, warps, per_sm, stages, reload) in launch.BACKWARD_TABLE
 # would wait forever for a later one: there each row has one part.
 #
 # How wide a part? Narrow parts put more programs on each row and fewer
-# columns in each program's registers. On the H100 2048 columns won up to
-# rows of 32768 half-precision values; past that a row would have more than
-# 16 parts waiting for each other's sums, and parts of 4096 columns (8 warps,
-# 2 programs per SM) read faster (``BACKWARD_SPLIT_WIDEST``).
+# columns in each program's registers. On the H100 parts of 2048 columns won
+# (the table's ``backward_split`` entries, one per element size).
+# *What did not pay:* parts of 4096 columns for half-precision rows wider
+# than 32768 values gained under 5 %, the spread of two recordings of the
+# same code, so the package keeps one part width.
 
-# ln_tutorial:source ln_tutorial.launch.BACKWARD_SPLIT
-# ln_tutorial:source ln_tutorial.launch.BACKWARD_WIDE
-# ln_tutorial:source ln_tutorial.launch.BACKWARD_SPLIT_WIDEST
-# ln_tutorial:source ln_tutorial.launch._split_config
-# ln_tutorial:source ln_tutorial.launch._remember_refusal
+# ln_tutorial:source ln_tutorial.variants.split.fit
+# ln_tutorial:source ln_tutorial.variants.one_launch.remember_refusal
+
+# %%
+
+for size, cfg in table.backward_split.items():
+    print(f"{size}-byte values: parts of {cfg.block_n} columns, {cfg.num_warps} warps, "
+          f"{cfg.programs_per_sm} programs per SM ({table.evidence[('backward_split', size)]})")
 
 # %%
 # The C++ autograd node
@@ -314,20 +321,23 @@ for row_bytes, (block_m, warps, per_sm, stages, reload) in launch.BACKWARD_TABLE
 # engine, which calls the backward on a thread of its own; a backward written
 # in Python pays for its Python there. So for the common call (a CUDA tensor
 # with contiguous rows, a weight or a bias, rows held in registers)
-# ``layer_norm`` runs in C++ (``ln_tutorial/csrc/layer_norm.cpp``, compiled on
-# first use): it launches the forward kernel and gives the output a small
+# ``layer_norm`` runs in C++ (``ln_tutorial/variants/csrc/layer_norm.cpp``,
+# loaded by ``ln_tutorial/variants/native.py`` and compiled on first use): it launches the forward kernel and gives the output a small
 # autograd node that launches these same compiled kernels; anything unusual (a
 # strided gradient, double backward, another stream) it hands back to
 # ``layer_norm_backward``. The results are the same bits either way.
 #
 # ``layer_norm_backward`` ties it together: the lock kernel, the persistent
-# kernel in one launch or two, the split kernel, or the looped kernels.
+# kernel in one launch or two, the split kernel, or the looped kernels. With
+# ``ln_tutorial.use_variants(False)`` (or ``LN_TUTORIAL_VARIANTS=0``) it takes
+# the default kernels alone.
 
 # ln_tutorial:source ln_tutorial.launch.layer_norm_backward
 
 # %%
-# Here is what the default picks for a few row lengths, and a last check:
-# the default backward against the plain one of the second page.
+# Here is what the default picks for a few row lengths (``ln_tutorial.explain``
+# says it for one shape, with the reason), and a last check: the default
+# backward against the plain one of the second page.
 
 print(f"{'N':>7} {'dtype':>9} {'BLOCK_M':>8} {'BLOCK_N':>8} {'warps':>6} {'per SM':>7} {'stages':>7} "
       f"{'reload':>7} {'TAIL_N':>7} {'looped':>7} {'split':>6}")
@@ -337,6 +347,7 @@ for n in (768, 1024, 4096, 8192, 9216, 12800, 16384, 32768):
         print(f"{n:>7} {str(dtype)[6:]:>9} {cfg.block_m:>8} {cfg.block_n:>8} {cfg.num_warps:>6} "
               f"{cfg.programs_per_sm:>7} {cfg.num_stages:>7} {cfg.reload!s:>7} {cfg.tail_n:>7} {cfg.looped!s:>7} "
               f"{cfg.split!s:>6}")
+print(ln_tutorial.explain((4096, 32768), torch.bfloat16))
 
 x = torch.randn(37, 300, device=DEVICE, requires_grad=True)
 w = torch.rand(300, device=DEVICE, requires_grad=True)

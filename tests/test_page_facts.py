@@ -1,5 +1,8 @@
 """Every number the tutorial prose quotes from a launch table, checked against the table.
 
+The tables are data (``ln_tutorial/data/tuning/``, read by :mod:`ln_tutorial.tuning`);
+the advanced pages print the H100's, so the facts are checked against that one.
+
 Each fact is a sentence fragment of an example's text and a check of the code
 it describes. A fragment that is no longer on the page fails too: rewording
 the prose means revisiting its fact here.
@@ -10,12 +13,22 @@ from pathlib import Path
 
 import pytest
 
-from ln_tutorial import launch, plain
+from ln_tutorial import launch, plain, tuning
+from ln_tutorial.variants import lock, one_launch
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
-FWD = launch.FORWARD_TABLE
-BWD = launch.BACKWARD_TABLE  # row bytes -> (rows per step, warps, programs per SM, stages, reload)
+# The table the advanced pages print (tuning.load), as the pages read it.
+TABLE = tuning.load("nvidia-h100-80gb-hbm3")
+FWD = TABLE.forward  # padded row bytes -> ForwardConfig
+BWD = TABLE.backward  # padded row bytes -> BackwardConfig
+
+
+def _two_tiles(section):
+    """Longest row of each two-tile entry of a padded section, by row bytes."""
+    return {key: [e.longest for e in entries if e.two_tiles] for key, entries in getattr(TABLE, section).items()}
+
+
 FACTS = [
     ("01_forward", "gives each thread 8 values until 16 warps are reached",
      lambda: all(plain.launch_config(n, 2)[0] // (32 * plain.launch_config(n, 2)[1]) == 8 for n in (256, 1024, 4096))
@@ -23,41 +36,49 @@ FACTS = [
     ("02_backward", "sized to the GPU rather than to the input: two programs per SM",
      lambda: "2 * torch.cuda.get_device_properties" in Path(plain.__file__).read_text()),
     ("04_forward_advanced", "Rows of 2 KB get eight rows per program, rows of 4 and 8 KB two, and wider rows one",
-     lambda: FWD[2048][0] == 8 and FWD[4096][0] == FWD[8192][0] == 2
-     and all(FWD[b][0] == 1 for b in FWD if b > 8192)),
+     lambda: FWD[2048].block_m == 8 and FWD[4096].block_m == FWD[8192].block_m == 2
+     and all(FWD[b].block_m == 1 for b in FWD if b > 8192)),
     ("04_forward_advanced", "every program moves at least 8 KB",
-     lambda: all(block_m * row_bytes >= 8192 for row_bytes, (block_m, _) in FWD.items())),
+     lambda: all(cfg.block_m * row_bytes >= 8192 for row_bytes, cfg in FWD.items())),
     ("04_forward_advanced", "packed into tiles of about 8 KB, up to 64 rows",
      lambda: launch.forward_config(16, 2).block_m == 64 and launch.forward_config(256, 2).block_m == 16),
     ("04_forward_advanced", "It helped only rows of 8 KB",
-     lambda: list(launch.FORWARD_PREFETCH) == [8192]),
+     lambda: [b for b, cfg in FWD.items() if cfg.prefetch_ahead] == [8192]),
+    ("04_forward_advanced", "one file per GPU model in ``ln_tutorial/data/tuning/``",
+     lambda: (tuning.TABLES / "nvidia-h100-80gb-hbm3.json").exists() and tuning.TABLES.name == "tuning"
+     and tuning.TABLES.parent.name == "data"),
+    ("04_forward_advanced", "A GPU without a table gets ``tuning.generic_table()``",
+     lambda: tuning.load("no-such-gpu").name == "generic"),
     ("04_forward_advanced", "rows of more than 64 KB",
-     lambda: launch.MAX_FUSED_FWD_BYTES == 65536),
-    ("04_forward_advanced", "half-precision rows of 12288 to 32768 values therefore take",
-     lambda: sorted(launch.FORWARD_ONE_EXCHANGE) == [32768, 65536]),
-    ("04_forward_advanced", "padded half-precision rows of 4097 to 12287 values as two tiles",
-     lambda: launch.FORWARD_TWO_TILES[16384][0][1] == 8191 and launch.FORWARD_TWO_TILES[32768][-1][1] == 12287),
-    ("04_forward_advanced", "A row of 65536 half-precision values (128 KB)",
-     lambda: list(launch.FORWARD_CLUSTER) == [131072]),
+     lambda: tuning.MAX_FUSED_FWD_BYTES == 65536 and max(FWD) == 65536),
+    ("04_forward_advanced", "padded half-precision rows of 4097 to 12287 values take a variant",
+     lambda: _two_tiles("forward_padded") == {4096: [], 8192: [], 16384: [8191], 32768: [10240, 12287]}),
+    ("04_forward_advanced", "a loop over 2048-value steps that wastes nothing",
+     lambda: [e.config.block_n for e in TABLE.forward_padded[32768] if e.config.looped] == [2048]),
     ("05_backward_advanced", "256 up to 1024 values, 128 up to 4096, and 96 past that",
-     lambda: [launch.lock_group_size(n) for n in (1024, 1025, 4096, 4097, 65536)] == [256, 128, 128, 96, 96]),
+     lambda: [lock.group_size(n) for n in (1024, 1025, 4096, 4097, 65536)] == [256, 128, 128, 96, 96]),
     ("05_backward_advanced", "every row that fits in registers (up to 32 KB)",
-     lambda: launch.MAX_FUSED_BWD_BYTES == 32768 and max(BWD) == 32768),
+     lambda: tuning.MAX_FUSED_BWD_BYTES == 32768 and max(BWD) == 32768),
     ("05_backward_advanced", "Every row size runs one program per SM",
-     lambda: all(entry[2] == 1 for entry in BWD.values())),
+     lambda: all(cfg.programs_per_sm == 1 for cfg in BWD.values())),
     ("05_backward_advanced", "Rows of 2 and 4 KB take four rows per step, 8 KB rows two and wider rows one",
-     lambda: BWD[2048][0] == BWD[4096][0] == 4 and BWD[8192][0] == 2 and all(BWD[b][0] == 1 for b in BWD if b > 8192)),
+     lambda: BWD[2048].block_m == BWD[4096].block_m == 4 and BWD[8192].block_m == 2
+     and all(BWD[b].block_m == 1 for b in BWD if b > 8192)),
     ("05_backward_advanced", "2 KB rows keep four tiles in flight, the wider ones three, and 32 KB rows one, reloading",
-     lambda: BWD[2048][3] == 4 and all(BWD[b][3] == 3 for b in (4096, 8192, 16384))
-     and BWD[32768][3] == 1 and BWD[32768][4]),
+     lambda: BWD[2048].num_stages == 4 and all(BWD[b].num_stages == 3 for b in (4096, 8192, 16384))
+     and BWD[32768].num_stages == 1 and BWD[32768].reload),
     ("05_backward_advanced", "the table turns it on for 32 KB rows alone",
-     lambda: [b for b, entry in BWD.items() if entry[4]] == [32768]),
+     lambda: [b for b, cfg in BWD.items() if cfg.reload] == [32768]),
     ("05_backward_advanced", "rows of more than 32 KB",
-     lambda: launch.MAX_FUSED_BWD_BYTES == 32768),
-    ("05_backward_advanced", "parts of 4096 columns (8 warps, 2 programs per SM)",
-     lambda: launch.BACKWARD_SPLIT_WIDEST[1:5] == (1, 4096, 8, 2)),
-    ("05_backward_advanced", "2048 columns won up to rows of 32768 half-precision values",
-     lambda: launch.BACKWARD_SPLIT.block_n == 2048),
+     lambda: tuning.MAX_FUSED_BWD_BYTES == 32768),
+    ("05_backward_advanced", "inputs up to ``MAX_BYTES`` (64 MB)",
+     lambda: one_launch.MAX_BYTES == 64 * 2**20),
+    ("05_backward_advanced", "On the H100 parts of 2048 columns won",
+     lambda: sorted(TABLE.backward_split) == [2, 4] and all(c.block_n == 2048 for c in TABLE.backward_split.values())),
+    ("05_backward_advanced", "so the package keeps one part width",
+     lambda: len({c.block_n for c in TABLE.backward_split.values()}) == 1
+     and all(e.config.block_n == 2048 for entries in TABLE.backward_padded.values() for e in entries
+             if e.config.split)),
 ]
 
 

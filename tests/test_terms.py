@@ -44,6 +44,7 @@ EMPHASIS_ONLY = {
     "the host",  # a section's title, named in italics
     "pages", "github actions",  # labels of GitHub's settings page
     "the forward at full speed", "the backward at full speed",  # the advanced pages' names on the gallery index
+    "takes", "gains", "else",  # the headings of each variant module's docstring (API page)
 }
 
 
