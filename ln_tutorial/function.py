@@ -3,7 +3,7 @@
 Three thin routes lead to the same kernels:
 
 * eager mode, the common call (a CUDA tensor with contiguous rows, the
-  deterministic backward): :mod:`ln_tutorial.native`, in C++, launches the
+  deterministic backward): :mod:`ln_tutorial.variants.native`, in C++, launches the
   forward and gives ``y`` a C++ autograd node where the backward is one
   launch, so that no Python runs on the host's hot path (at small sizes the
   host, not the GPU, decides the time);

@@ -6,7 +6,7 @@ H100 (Triton 3.6) that dispatch costs more host time than a small layer norm
 costs the GPU (the performance page measures it), so in eager mode a
 :class:`Launcher` keys the compiled kernels by exactly the properties Triton
 specializes on and calls the compiled launcher directly. The C++ extension
-(:mod:`ln_tutorial.native`) launches the same compiled kernels.
+(:mod:`ln_tutorial.variants.native`) launches the same compiled kernels.
 
 Arguments are passed by name: a kernel's own signature is the one place their
 order is written. With the variants off (:mod:`ln_tutorial.variants`), under
@@ -142,7 +142,7 @@ def argument_kinds(compiled, count: int) -> str:
 
     One letter each: ``p`` a pointer, ``i`` an int32, ``l`` an int64, ``f`` a
     float32, ``c`` a compile-time constant (not passed), ``?`` anything else.
-    The C++ extension (:mod:`ln_tutorial.native`) lays out its parameters by
+    The C++ extension (:mod:`ln_tutorial.variants.native`) lays out its parameters by
     it; it passes no scratch memory, so a kernel that needs some is all ``?``.
     """
     if compiled.metadata.global_scratch_size or compiled.metadata.profile_scratch_size:

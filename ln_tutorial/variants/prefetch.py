@@ -16,7 +16,7 @@ import triton.language as tl
 def prefetch_to_l2(ptrs):
     """Ask L2 for the lines at ``ptrs`` (PTX ``prefetch.global.L2``): no registers held, nothing to wait for."""
     tl.inline_asm_elementwise(
-        "prefetch.global.L2 [$1];\n mov.u32 $0, 0;", "=r,l", [ptrs.to(tl.int64, bitcast=True)],
+        "prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l", [ptrs.to(tl.int64, bitcast=True)],
         dtype=tl.int32, is_pure=False, pack=1,
     )  # fmt: skip
 
