@@ -86,7 +86,7 @@ def _row_bytes(n: int, size: int) -> int:
 
 def _padded_reason(section: str, n: int, size: int, cfg, table) -> str:
     for entry in getattr(table, section).get(_row_bytes(n, size), ()) if size == 2 else ():
-        if n <= entry.longest and entry.two_tiles == bool(cfg.tail_n) and entry.config.split == cfg.split:
+        if n <= entry.longest and entry.two_tiles == bool(cfg.tail_n) and getattr(entry.config, "split", False) == getattr(cfg, "split", False):
             return f"{section} entry for rows of up to {entry.longest} values: {entry.evidence}"
     return ""
 
