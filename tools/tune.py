@@ -174,8 +174,13 @@ def write_entry(path: str, mode: str, n: int, size: int, cfg, evidence: str) -> 
     device = torch.cuda.current_device() if torch.cuda.is_available() else -1
     if os.path.exists(path):
         data = json.loads(open(path).read())
-    else:  # start from the table this GPU uses now, as data
-        data = table_as_data(tuning.table_for(device))
+    else:  # start from the table this GPU uses now, as data, each entry marked as not tuned here
+        base = tuning.table_for(device)
+        data = table_as_data(base)
+        for section in data.values():
+            for item in section.values() if "evidence" not in section else [section]:
+                for e in item if isinstance(item, list) else [item]:
+                    e["evidence"] = f"as in the {base.name} table (not tuned on this GPU): {e['evidence']}"
         data["gpu"] = device_name()
         data["measured"] = f"tools/tune.py, torch {torch.__version__}, triton {triton.__version__}"
     row_bytes = triton.next_power_of_2(n) * size
@@ -214,6 +219,8 @@ def table_as_data(table) -> dict:
     def entry(cfg, why):
         fields = {k: v for k, v in cfg._asdict().items() if v != type(cfg)._field_defaults.get(k, None)}
         fields.pop("looped", None)
+        if not fields.get("block_n"):  # set per row by the launcher
+            fields.pop("block_n", None)
         return {**fields, "evidence": why}
 
     def padded(entries):
