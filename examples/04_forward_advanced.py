@@ -52,31 +52,20 @@ torch.manual_seed(0)
 # program, as a ``BLOCK_M`` by ``BLOCK_N`` tile of addresses (``rows[:, None]``
 # and ``cols[None, :]``). It also accepts a missing weight or bias (``if W is
 # not None`` is decided at compile time, so the bias-free kernel contains no
-# bias load), float64 inputs (``COMPUTE``), and, with ``PREFETCH_AHEAD``, asks
-# the L2 cache for the rows of a later program.
+# bias load) and float64 inputs (``COMPUTE``).
 
 # ln_tutorial:source ln_tutorial.kernels.reciprocal
-# ln_tutorial:source ln_tutorial.variants.prefetch.prefetch_to_l2
-# ln_tutorial:source ln_tutorial.variants.prefetch.prefetch_rows
 # ln_tutorial:source ln_tutorial.kernels.layer_norm_fwd_kernel
 
 # %%
-# Two details differ from the plain kernel:
-#
-# * Both sums are multiplied by ``inv_n``, the :math:`1/N` that ``reciprocal``
-#   computes once per program. Triton's ``/`` on float32 is a fast division
-#   that may be off by a couple of units in the last place: harmless almost
-#   everywhere, but it would make :math:`x - \mathrm{mean}` slightly non-zero
-#   for a row of one element. ``tl.div_rn`` rounds correctly, so :math:`1/N`
-#   is exactly 1 when :math:`N = 1`. Calling ``tl.div_rn`` once per row sum
-#   instead cost bandwidth on the H100: even one scalar per row is not free
-#   inside a kernel this tight.
-#
-# * The prefetch goes through a PTX ``prefetch.global.L2`` instruction in
-#   Triton's inline assembly: no register is held and nothing waits for it.
-#   It helped only rows of 8 KB, by a few percent (the table's
-#   ``prefetch_ahead``), so it is a variant (``ln_tutorial/variants/prefetch.py``);
-#   the interpreter has no PTX, so there it is off.
+# One detail differs from the plain kernel: both sums are multiplied by
+# ``inv_n``, the :math:`1/N` that ``reciprocal`` computes once per program. Triton's ``/`` on float32 is a fast division
+# that may be off by a couple of units in the last place: harmless almost
+# everywhere, but it would make :math:`x - \mathrm{mean}` slightly non-zero
+# for a row of one element. ``tl.div_rn`` rounds correctly, so :math:`1/N`
+# is exactly 1 when :math:`N = 1`. Calling ``tl.div_rn`` once per row sum
+# instead cost bandwidth on the H100: even one scalar per row is not free
+# inside a kernel this tight.
 #
 # The launch table and its model
 # ------------------------------

@@ -59,7 +59,7 @@ ELEMENTS_MOVED = {"forward": 2, "backward": 3}  # per element of x, in units of 
 #: runs on two H100 machines agreed within 7 % in GPU time (torch.compile apart, up to 47 %:
 #: its autotuning may pick other kernels on each compile) and within 2x in host time.
 TOLERANCE = {"gpu": 0.08, "host": 1.0}
-#: Providers whose GPU time is not held to the tolerance: they autotune anew on each compile.
+#: Providers whose GPU time is not held to the tolerance, since they autotune anew on each compile.
 RETUNED = ("torch.compile",)
 CEILING = "copy"
 L2_FOOTPRINT = 256 * 2**20  # bytes of inputs the calls cycle through, several times any L2

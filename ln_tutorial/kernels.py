@@ -28,7 +28,6 @@ Symbols match the tutorial pages:
 import triton
 import triton.language as tl
 
-from ln_tutorial.variants.prefetch import prefetch_rows  # the forward's PREFETCH_AHEAD option
 
 
 
@@ -64,13 +63,8 @@ def layer_norm_fwd_kernel(
     BLOCK_M: tl.constexpr,  # rows handled together by one program
     BLOCK_N: tl.constexpr,  # power of two >= N: the whole row stays on chip
     COMPUTE: tl.constexpr,  # accumulation dtype
-    PREFETCH_AHEAD: tl.constexpr,  # 0, or bring the rows of program pid + this into L2 (not in the interpreter)
 ):
-    """One program normalizes ``BLOCK_M`` whole rows held in registers.
-
-    With ``PREFETCH_AHEAD``, once its own loads are issued a program asks L2 for
-    the rows of a program that starts later, whose loads then come from L2.
-    """
+    """One program normalizes ``BLOCK_M`` whole rows held in registers."""
     inv_n = reciprocal(N, COMPUTE)
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
@@ -79,8 +73,6 @@ def layer_norm_fwd_kernel(
     mask = row_mask[:, None] & col_mask[None, :]
 
     x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(COMPUTE)
-    if PREFETCH_AHEAD > 0:
-        prefetch_rows(X, rows + PREFETCH_AHEAD * BLOCK_M, M, 0, N, stride_x, BLOCK_N)
     mean = tl.sum(x, axis=1) * inv_n
     # Centre first, then square: the two-pass variance does not cancel.
     x_centered = tl.where(mask, x - mean[:, None], 0.0)

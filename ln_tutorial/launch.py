@@ -55,8 +55,6 @@ def _forward_config(n: int, element_size: int, device: int, use_variants: bool) 
         cfg = ForwardConfig(False, min(64, 8192 // row_bytes), block_n, 4)
     if cfg is None:
         cfg = table.forward[row_bytes]._replace(block_n=block_n)
-    if not use_variants or INTERPRET:  # (the interpreter runs no PTX)
-        cfg = cfg._replace(prefetch_ahead=0)
     return cfg
 
 
@@ -212,7 +210,7 @@ def forward_launcher(cfg: ForwardConfig, dtype: torch.dtype) -> Launcher:
         from ln_tutorial.variants import two_tiles  # only with a Triton whose Gluon it is written for
 
         return launcher(two_tiles.layer_norm_fwd_two_tiles_kernel, TAIL_N=cfg.tail_n, **meta)
-    return launcher(kernels.layer_norm_fwd_kernel, BLOCK_M=cfg.block_m, PREFETCH_AHEAD=cfg.prefetch_ahead, **meta)
+    return launcher(kernels.layer_norm_fwd_kernel, BLOCK_M=cfg.block_m, **meta)
 
 
 def layer_norm_backward(

@@ -43,7 +43,6 @@ class ForwardConfig(NamedTuple):
     block_m: int  # rows per program (fused) -- 1 when looped
     block_n: int  # power of two covering the row, the loop step, or (two tiles) the first tile
     num_warps: int
-    prefetch_ahead: int = 0  # fused: also bring the rows of program pid + this into L2 (variant)
     tail_n: int = 0  # two tiles (variant): the second tile's width, a power of two
 
 
@@ -83,9 +82,8 @@ class Table(NamedTuple):
 
 def _forward(entry: dict, looped: bool = False) -> ForwardConfig:
     return ForwardConfig(
-        entry.get("looped", looped), entry.get("block_m", 1), entry.get("block_n", 0), entry["num_warps"],
-        entry.get("prefetch_ahead", 0),
-    )  # fmt: skip
+        entry.get("looped", looped), entry.get("block_m", 1), entry.get("block_n", 0), entry["num_warps"]
+    )
 
 
 def _backward(entry: dict, looped: bool = False) -> BackwardConfig:

@@ -213,22 +213,6 @@ def test_forced_looped_forward_kernel():
 
 
 @gpu
-@pytest.mark.parametrize("shape", [(4100, 4096), (333, 3000)], ids=["8KB-rows", "padded-8KB-rows"])
-def test_prefetch_changes_nothing_but_time(shape):
-    """8 KB rows prefetch a later program's rows into L2: the results are the same bits
-    as without, also where the rows prefetched run past the last row (M not a multiple)."""
-    m, n = shape
-    x = torch.randn(m, n, device=DEVICE, dtype=torch.bfloat16) * 3 + 1
-    weight, bias = _params(n, torch.bfloat16)
-    cfg = launch.forward_config(n, 2)
-    assert cfg.prefetch_ahead > 0
-    with_prefetch = launch.layer_norm_forward(x, weight, bias, 1e-5, config=cfg)
-    without = launch.layer_norm_forward(x, weight, bias, 1e-5, config=cfg._replace(prefetch_ahead=0))
-    for a, b in zip(with_prefetch, without):
-        assert torch.equal(a, b)
-
-
-@gpu
 @needs_gluon
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize(

@@ -42,8 +42,6 @@ FACTS = [
      lambda: all(cfg.block_m * row_bytes >= 8192 for row_bytes, cfg in FWD.items())),
     ("04_forward_advanced", "packed into tiles of about 8 KB, up to 64 rows",
      lambda: launch.forward_config(16, 2).block_m == 64 and launch.forward_config(256, 2).block_m == 16),
-    ("04_forward_advanced", "It helped only rows of 8 KB",
-     lambda: [b for b, cfg in FWD.items() if cfg.prefetch_ahead] == [8192]),
     ("04_forward_advanced", "one file per GPU model in ``ln_tutorial/data/tuning/``",
      lambda: (tuning.TABLES / "nvidia-h100-80gb-hbm3.json").exists() and tuning.TABLES.name == "tuning"
      and tuning.TABLES.parent.name == "data"),

@@ -104,12 +104,12 @@ def test_default_path_alone_gives_the_same_results(n, dtype):
 
 
 def test_switch_reaches_every_decision():
-    """Off, no configuration asks for a variant: no prefetch, no two tiles, no shared rows."""
+    """Off, no configuration asks for a variant: no two tiles, no shared rows."""
     variants.use_variants(False)
     try:
         for n in ROW_LENGTHS:
             fwd = launch.forward_config(n, 2)
-            assert fwd.prefetch_ahead == 0 and fwd.tail_n == 0, n
+            assert fwd.tail_n == 0, n
             assert not launch.backward_config(n, 2).split, n
         assert "variants off" in ln_tutorial.explain((4096, 3000))
     finally:

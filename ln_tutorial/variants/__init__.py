@@ -17,8 +17,6 @@ variant                takes                                             gains (
                        row shared by programs that trade row sums        (float32) the looped kernels
 :mod:`.two_tiles`      forward, half-precision rows a power of two       up to 11 % at 4608 columns
                        pads by a quarter or more (Gluon)
-:mod:`.prefetch`       forward, 8 KB rows: the rows of a later program   up to 5 % at 3072-4096 columns
-                       brought into L2
 =====================  ================================================  ===================================
 
 ``backward_strategy="lock"`` (:mod:`.lock`) is the Triton tutorial's backward,

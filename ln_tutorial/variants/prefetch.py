@@ -1,11 +1,9 @@
-"""Variant: prefetch into L2, used by the default forward's ``PREFETCH_AHEAD`` and the split backward.
+"""Prefetch into L2, for the split backward (:mod:`.split`), which brings its tile after next into L2.
 
-**Takes** forward rows of 8 KB (padded; 2049 to 4096 half-precision values), as
-the tuning table's ``prefetch_ahead`` says: each program, once its own loads
-are issued, asks L2 for the rows of the program 264 later, whose loads then
-come from L2. **Gains** up to 5 % at 4096 x 3072 ... 16384 x 4096 on the H100,
-within 1 % in float32; shorter and longer rows lost or did not move. **Else**
-no prefetch. The interpreter runs no PTX, so it never prefetches.
+The same prefetch in the forward (the rows of a program 264 further on, for
+8 KB rows) gained 1 to 4 % on the H100 in an interleaved A/B run, under the 5 %
+a variant must gain, so the forward does not prefetch. The interpreter runs
+no PTX, so there nothing is prefetched.
 """
 
 import triton
