@@ -11,12 +11,17 @@ measured tables follow:
   in the backward (which also holds dW/dB sums): half an SM's 256 KB register
   file, the same on every NVIDIA GPU since Volta; wider rows loop, or are
   shared by programs (the split variant);
-* short rows are packed several to a program so that each program moves at
-  least 8 KB (4 KB in the backward) and hides memory latency;
-* warps are added until each thread holds about 32 bytes of a row; more warps
-  only add reduction overhead;
+* short rows are packed into tiles of a few kilobytes: two rows to a forward
+  program up to 8 KB rows, up to four (at most 16 KB) in the backward, which
+  loops over its rows; one row past that;
+* 8 warps spread a tile, 4 for rows of 2 KB and less; 16 for the forward's
+  64 KB rows: each thread then holds 32 to 128 bytes -- fewer warps leave
+  latency unhidden, more only add reduction overhead (on the H100 and the H200
+  the measured tables agree with this within a factor of two);
 * the backward keeps three tiles in flight (software pipelining), except for
-  its widest rows, which it reads twice rather than hold.
+  its widest rows, which it reads twice rather than hold; half-precision rows
+  of 12289 to 16384 values, which one tile would pad by up to a quarter, are
+  shared by programs (the split variant), as all wider rows are.
 
 ``LN_TUTORIAL_TUNING=<name>`` (a table's file name without ``.json``, or
 ``generic``) picks a table for every GPU. Triton's interpreter, which has no
@@ -121,23 +126,24 @@ def parse(name: str, data: dict) -> Table:
 
 def generic_table() -> Table:
     """The table of a GPU without one, from the model in this module's docstring."""
-    data = {"forward": {}, "backward": {}, "forward_padded": {}, "backward_padded": {}}
+    data = {"forward": {}, "backward": {}, "forward_padded": {}}
     for row_bytes in (2048, 4096, 8192, 16384, 32768, 65536):
-        block_m = max(1, 8192 // row_bytes)
-        warps = min(32, max(4, block_m * row_bytes // (32 * 32)))
-        data["forward"][str(row_bytes)] = {"block_m": block_m, "num_warps": warps, "evidence": "generic rule"}
+        warps = 4 if row_bytes <= 2048 else 16 if row_bytes == MAX_FUSED_FWD_BYTES else 8
+        data["forward"][str(row_bytes)] = {"block_m": 2 if row_bytes <= 8192 else 1, "num_warps": warps,
+                                           "evidence": "generic rule"}  # fmt: skip
     for row_bytes in (2048, 4096, 8192, 16384, 32768):
-        block_m = max(1, 4096 // row_bytes)
-        warps = min(16, max(4, block_m * row_bytes // (32 * 32)))
         widest = row_bytes == MAX_FUSED_BWD_BYTES
         data["backward"][str(row_bytes)] = {
-            "block_m": block_m, "num_warps": warps, "programs_per_sm": 1, "num_stages": 1 if widest else 3,
-            "reload": widest, "evidence": "generic rule",
+            "block_m": min(4, max(1, 16384 // row_bytes)), "num_warps": 4 if row_bytes <= 2048 else 8,
+            "programs_per_sm": 1, "num_stages": 1 if widest else 3, "reload": widest, "evidence": "generic rule",
         }  # fmt: skip
     # Loops and split rows depend on the register file, not the GPU model: the measured ones.
     measured = json.loads((TABLES / f"{INTERPRETER_TABLE}.json").read_text())
     for section in ("forward_looped", "backward_looped", "backward_split"):
         data[section] = measured[section]
+    one_tile = {**data["backward"]["32768"], "block_n": 16384, "longest": 12288}  # half rows up to 12288: one tile
+    shared = {**measured["backward_split"]["2"], "split": True, "longest": 16384, "evidence": "generic rule"}
+    data["backward_padded"] = {"32768": [one_tile, shared]}
     return parse("generic", data)
 
 

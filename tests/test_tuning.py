@@ -67,13 +67,25 @@ def test_configurations_cover_every_row(name, monkeypatch):
         launch._backward_config.cache_clear()
 
 
-def test_generic_table_follows_the_model():
-    """At least 8 KB per forward program, about 32 bytes of a row per thread, at most 32 warps."""
+def test_generic_table_follows_the_model(monkeypatch):
+    """Forward tiles of 4 to 16 KB, backward tiles up to 16 KB, 8 warps (4 for 2 KB rows, 16 for 64 KB
+    forward rows); half rows of 12289 to 16384 values shared by programs in the backward."""
     table = tuning.generic_table()
     for row_bytes, cfg in table.forward.items():
-        assert cfg.block_m * row_bytes >= 8192
-        assert cfg.num_warps == min(32, max(4, cfg.block_m * row_bytes // 1024))
+        assert 4096 <= cfg.block_m * row_bytes <= 65536 and cfg.block_m <= 2
+        assert cfg.num_warps == {2048: 4, 65536: 16}.get(row_bytes, 8)
+    for row_bytes, cfg in table.backward.items():
+        assert cfg.block_m * row_bytes <= 16384 or cfg.block_m == 1
     assert table.backward_split == tuning.load(H100).backward_split  # register-file bound, not GPU-bound
+    monkeypatch.setenv("LN_TUTORIAL_TUNING", "generic")
+    tuning.table_for.cache_clear()
+    launch._backward_config.cache_clear()
+    try:
+        assert launch.backward_config(12288, 2) == table.backward[32768]._replace(block_n=16384)
+        assert launch.backward_config(12289, 2).split and launch.backward_config(16384, 2).split
+    finally:
+        tuning.table_for.cache_clear()
+        launch._backward_config.cache_clear()
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
