@@ -84,34 +84,31 @@ def _row_bytes(n: int, size: int) -> int:
     return launch.next_power_of_2(n) * size
 
 
-def _padded_reason(section: str, n: int, size: int, cfg, table) -> str:
-    for entry in getattr(table, section).get(_row_bytes(n, size), ()) if size == 2 else ():
-        if n <= entry.longest and entry.two_tiles == bool(cfg.tail_n) and getattr(entry.config, "split", False) == getattr(cfg, "split", False):
-            return f"{section} entry for rows of up to {entry.longest} values: {entry.evidence}"
-    return ""
+def _table_reason(direction: str, n: int, size: int, cfg, table, tiny: str) -> str:
+    """Why a row that fits in registers takes ``cfg``: a padded entry, the tiny-row rule, or the table's entry."""
+    row_bytes = _row_bytes(n, size)
+    kind = (bool(cfg.tail_n), getattr(cfg, "split", False))  # two tiles, shared rows
+    for entry in table._asdict()[f"{direction}_padded"].get(row_bytes, ()) if size == 2 else ():
+        if n <= entry.longest and (entry.two_tiles, getattr(entry.config, "split", False)) == kind:
+            return f"{direction}_padded entry for rows of up to {entry.longest} values: {entry.evidence}"
+    if row_bytes < 2048:
+        return tiny
+    return f"{direction} entry for {row_bytes}-byte rows: {table.evidence.get((direction, row_bytes), '')}"
 
 
 def _forward_reason(n: int, size: int, cfg, table) -> str:
     row_bytes = _row_bytes(n, size)
     if row_bytes > MAX_FUSED_FWD_BYTES:
-        return f"rows of {row_bytes} bytes (padded) exceed {MAX_FUSED_FWD_BYTES}: looped; {table.evidence[('forward_looped', 0)]}"
-    padded = _padded_reason("forward_padded", n, size, cfg, table)
-    if padded:
-        return padded
-    if row_bytes < 2048:
-        return "tiny rows: packed several to a program, about 8 KB per program"
-    return f"forward entry for {row_bytes}-byte rows: {table.evidence.get(('forward', row_bytes), '')}"
+        why = table.evidence[("forward_looped", 0)]
+        return f"rows of {row_bytes} bytes (padded) exceed {MAX_FUSED_FWD_BYTES}: looped; {why}"
+    tiny = "tiny rows: packed several to a program, about 8 KB per program"
+    return _table_reason("forward", n, size, cfg, table, tiny)
 
 
 def _backward_reason(n: int, size: int, cfg, table) -> str:
-    row_bytes = _row_bytes(n, size)
-    if cfg.split and row_bytes > MAX_FUSED_BWD_BYTES:
-        return f"rows past {MAX_FUSED_BWD_BYTES} bytes shared by programs: {table.evidence.get(('backward_split', size), '')}"
+    if cfg.split and _row_bytes(n, size) > MAX_FUSED_BWD_BYTES:
+        why = table.evidence.get(("backward_split", size), "")
+        return f"rows past {MAX_FUSED_BWD_BYTES} bytes shared by programs: {why}"
     if cfg.looped:
         return f"rows past {MAX_FUSED_BWD_BYTES} bytes, no split variant: {table.evidence[('backward_looped', 0)]}"
-    padded = _padded_reason("backward_padded", n, size, cfg, table)
-    if padded:
-        return padded
-    if row_bytes < 2048:
-        return "tiny rows: packed several to a loop step"
-    return f"backward entry for {row_bytes}-byte rows: {table.evidence.get(('backward', row_bytes), '')}"
+    return _table_reason("backward", n, size, cfg, table, "tiny rows: packed several to a loop step")
