@@ -47,12 +47,14 @@ COLUMNS = [
 ]  # fmt: skip
 KEY = ("gpu", "provider", "mode", "dtype", "M", "N")  # one current result per key
 MODES = ("forward", "backward")
-#: The Triton tutorial's sweep (fp16, M = 4096) and LLM-sized shapes (bf16).
+#: The Triton tutorial's sweep (fp16, M = 4096), LLM-sized shapes (bf16), and fewer rows (fp16),
+#: where the host rather than the GPU sets the time of a call.
 SETS = {
     "tutorial": [(4096, n) for n in range(1024, 16384, 512)],
     "llm": [(16384, 4096), (16384, 8192), (8192, 16384), (4096, 32768), (2048, 65536), (65536, 1024)],
+    "small": [(m, n) for m in (256, 1024) for n in range(1024, 8193, 1024)],
 }
-SET_DTYPES = {"tutorial": torch.float16, "llm": torch.bfloat16}
+SET_DTYPES = {"tutorial": torch.float16, "llm": torch.bfloat16, "small": torch.float16}
 ELEMENTS_MOVED = {"forward": 2, "backward": 3}  # per element of x, in units of its size
 #: How far (relative, at the median) a new measurement of the same package on the same
 #: kind of GPU may stray from a recorded one: GPU time, and host-included time. Two full
@@ -287,7 +289,7 @@ def _figures(point: _Point, mode: str, m: int, n: int, dtype: torch.dtype, repet
     return out
 
 
-def _commit() -> str:
+def source_commit() -> str:
     """The source commit: LN_TUTORIAL_COMMIT when set (a copy of the tree, whose .git may be
     missing or stale), else ``git describe`` of the package's checkout."""
     if os.environ.get("LN_TUTORIAL_COMMIT"):
@@ -326,7 +328,7 @@ def measure(
     base = dict(
         copy_gbps=round(copy_bandwidth(), 1) if on_gpu else None,
         gpu=torch.cuda.get_device_name() if on_gpu else "CPU (Triton interpreter)", torch=torch.__version__,
-        triton=triton.__version__, date=datetime.date.today().isoformat(), commit=_commit(),
+        triton=triton.__version__, date=datetime.date.today().isoformat(), commit=source_commit(),
     )  # fmt: skip
     plan = [(mode, dtype, m, n) for set_name in sets for dtype in (dtypes or [SET_DTYPES[set_name]])
             for m, n in SETS[set_name] for mode in modes]  # fmt: skip
@@ -481,11 +483,12 @@ def format_table(rows: List[dict], mode: str, set_name: str = "tutorial", figure
     names = list(table)
     timers = {r["timer"] for r in rows if r["mode"] == mode and (r["M"], r["N"]) in shapes}
     label = "host-included time" if figure == "host" else "do_bench time" if timers == {"do_bench"} else "GPU time"
+    several_m = len({m for m, _ in shapes}) > 1
     lines = [f"layer-norm-{mode} (GB/s from the median {label}):",
-             "".join([f"{'N':>8}"] + [f"{p:>17}" for p in names])]  # fmt: skip
+             "".join([f"{'M x N' if several_m else 'N':>12}"] + [f"{p:>17}" for p in names])]  # fmt: skip
     for m, n in shapes:
         cells = [f"{table[p].get((m, n), float('nan')):>17.1f}" for p in names]
-        lines.append("".join([f"{n:>8}"] + cells))
+        lines.append("".join([f"{f'{m} x {n}' if several_m else n:>12}"] + cells))
     return "\n".join(lines)
 
 
@@ -589,7 +592,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                         help="those that do not import are left out")  # fmt: skip
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), help="directions")
     parser.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS),
-                        help="shape sets: the Triton tutorial's sweep (M = 4096) and shapes of language models")  # fmt: skip
+                        help="shape sets: the Triton tutorial's sweep (M = 4096), shapes of language models, fewer rows")  # fmt: skip
     parser.add_argument("--dtypes", nargs="+", choices=["float16", "bfloat16", "float32"],
                         help="measure every set in these dtypes instead of its own (tutorial: float16, llm: bfloat16)")
     parser.add_argument("--repetitions", type=int, default=10, help="interleaved repetitions per point")
@@ -612,6 +615,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             print(format_table(rows, mode, figure="host"))
         if "llm" in args.sets:
             print(llm_table(rows, mode))
+        if "small" in args.sets:
+            print(format_table(rows, mode, "small", figure="host"))
     if args.compare:
         strays = compare(current_results(load_results(args.compare)), rows)
         print(f"{len(strays)} points outside the tolerance {TOLERANCE} of {args.compare}", *strays, sep="\n  ")

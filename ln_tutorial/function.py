@@ -133,6 +133,7 @@ def _kernels_cannot_read(*tensors: Optional[torch.Tensor]) -> bool:
 
 
 _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+_HALF = (torch.float16, torch.bfloat16)
 
 
 def _as_rows(t: torch.Tensor, n: int) -> torch.Tensor:
@@ -193,9 +194,8 @@ def layer_norm(
     if not (input.is_cuda or (INTERPRET and input.device.type == "cpu")):
         return F.layer_norm(input, normalized_shape, weight, bias, eps)
     if input.is_cuda and torch.is_autocast_enabled("cuda"):
-        # Autocast runs torch's layer_norm in float32 on CUDA; do the same. The C++ forward
-        # takes float32 calls under autocast, half-precision ones only once cast.
-        input, weight, bias = (None if t is None else t.float() for t in (input, weight, bias))
+        # Autocast runs torch's layer_norm in float32 on CUDA, half-precision tensors cast first; do the same.
+        input, weight, bias = (t.float() if t is not None and t.dtype in _HALF else t for t in (input, weight, bias))
         if use_native and not hooks_installed():
             y = native.forward(input, normalized_shape, weight, bias, eps)
             if y is not None:

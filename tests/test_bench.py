@@ -159,6 +159,6 @@ def test_cli_refuses_to_measure_without_gpu(monkeypatch):
 def test_commit_from_environment_wins(monkeypatch):
     """A copied tree (the GPU machine's) may carry a stale .git: the commit given by the caller wins."""
     monkeypatch.setenv("LN_TUTORIAL_COMMIT", "abc1234")
-    assert bench._commit() == "abc1234"
+    assert bench.source_commit() == "abc1234"
     monkeypatch.delenv("LN_TUTORIAL_COMMIT")
-    assert bench._commit() != "abc1234"
+    assert bench.source_commit() != "abc1234"

@@ -279,10 +279,11 @@ def test_launch_hooks_see_every_launch():
     assert len(seen) == 2
 
 
-def test_autocast_gives_torch_dtype():
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64], ids=str)  # float64: autocast leaves it alone
+def test_autocast_gives_torch_dtype(dtype):
     device_type = "cuda" if ON_GPU else "cpu"
-    x = torch.randn(8, 32, device=DEVICE, dtype=torch.bfloat16)
-    weight = torch.randn(32, device=DEVICE, dtype=torch.bfloat16)
+    x = torch.randn(8, 32, device=DEVICE, dtype=dtype)
+    weight = torch.randn(32, device=DEVICE, dtype=dtype)
     with torch.autocast(device_type, dtype=torch.bfloat16):
         ours, theirs = layer_norm(x, (32,), weight), F.layer_norm(x, (32,), weight)
     assert ours.dtype == theirs.dtype

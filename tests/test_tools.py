@@ -17,6 +17,8 @@ TINY_RUNS = {
     "tune.py": ["--mode", "forward", "--shapes", "float32:4x512", "--table", "table.json"],
     "host_timeline.py": ["--shapes", "4x64", "--dtype", "float32", "--reps", "2"],
     "profile_calls.py": ["--shapes", "float32:4x64", "--calls", "2"],
+    "host_cost.py": ["--shapes", "4x64", "--via", "module", "--amp", "bfloat16", "--dtypes", "float32", "--calls", "2",
+                     "--repetitions", "2"],
     "train_step.py": ["--layers", "1", "--width", "64", "--batch", "1", "--seq", "8", "--steps", "1", "--repetitions", "2"],
 }
 
@@ -48,7 +50,8 @@ def test_tiny_run_on_the_interpreter(name, tmp_path):
     out = _run([str(ROOT / "tools" / name), *TINY_RUNS[name]], tmp_path)
     expected = {"tune.py": "forward float32 4x512: ", "host_timeline.py": "call returned",
                 "profile_calls.py": "ln_tutorial 4x64 float32: host fwd",
-                "train_step.py": "ln_tutorial,1,64,1,8,bfloat16,"}[name]  # fmt: skip
+                "train_step.py": "ln_tutorial,1,64,1,8,bfloat16,",
+                "host_cost.py": "module,bfloat16,float32,4,64,step,"}[name]  # fmt: skip
     assert expected in out
     if name == "tune.py":
         rows = (tmp_path / "tune.csv").read_text().splitlines()

@@ -15,7 +15,6 @@ import argparse
 import csv
 import datetime
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 import ln_tutorial
+from ln_tutorial.bench import source_commit
 
 
 class Block(torch.nn.Module):
@@ -95,13 +95,12 @@ def main(argv=None):
     models = [model(args.layers, args.width, norm).to(device) for norm in norms.values()]
     data = torch.randn(args.batch, args.seq, args.width, device=device)
     times = step_times(models, data, getattr(torch, args.amp), args.steps, args.repetitions)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     provenance = {
         "gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu",
         "torch": torch.__version__,
         "triton": __import__("triton").__version__,
         "date": datetime.date.today().isoformat(),
-        "commit": commit,
+        "commit": source_commit(),
     }
     rows = []
     for name, values in zip(norms, times):

@@ -225,7 +225,8 @@ class PerformanceSummary(_BenchDirective):
 
 
 class HostTime(_BenchDirective):
-    """Median GPU time and host-included time per call (µs) at the short rows of the sweep."""
+    """Median GPU time and host-included time per call (µs) where the host may set the pace: the
+    short rows of the sweep and the shapes with fewer rows; and how often ours is at or below torch's."""
 
     def run(self):
         bench, found = self.results()
@@ -233,25 +234,37 @@ class HostTime(_BenchDirective):
             return found
         out = []
         for gpu, rows in found:
-            timed = [r for r in rows if r.get("host_us_p50") and r.get("gpu_us_p50") and r["N"] <= 4096
-                     and (r["M"], r["N"]) in bench.SETS["tutorial"] and r["provider"] != bench.CEILING]  # fmt: skip
+            shapes = [s for s in bench.SETS["tutorial"] if s[1] <= 4096] + bench.SETS["small"]
+            timed = [r for r in rows if r.get("host_us_p50") and r.get("gpu_us_p50") and (r["M"], r["N"]) in shapes
+                     and r["provider"] != bench.CEILING]  # fmt: skip
             if not timed:
                 out.append(nodes.paragraph(text=self.tr(
                     _("The results recorded for {gpu} carry no host-included time yet."), gpu=gpu)))  # fmt: skip
                 continue
             providers = list(dict.fromkeys(r["provider"] for r in timed))
             for mode in ("forward", "backward"):
-                cells = {(r["provider"], r["N"]): r for r in timed if r["mode"] == mode}
-                ns = sorted({n for _p, n in cells})
-                if not ns:
+                cells = {(r["provider"], r["M"], r["N"]): r for r in timed if r["mode"] == mode}
+                here = [s for s in shapes if any((p, *s) in cells for p in providers)]
+                if not here:
                     continue
-                header = [self.tr(MODE_NAMES[mode]) + ", N"] + [
+                header = [self.tr(MODE_NAMES[mode]) + ", M × N"] + [
                     self.tr(_("{provider}: GPU / host-included µs"), provider=p) for p in providers]
-                body = [[str(n)] + [f"{cells[p, n]['gpu_us_p50']:.1f} / {cells[p, n]['host_us_p50']:.1f}"
-                                    if (p, n) in cells else "-" for p in providers] for n in ns]  # fmt: skip
+                body = [[f"{m} × {n}"] + [f"{cells[p, m, n]['gpu_us_p50']:.1f} / {cells[p, m, n]['host_us_p50']:.1f}"
+                                          if (p, m, n) in cells else "-" for p in providers]
+                        for m, n in here]  # fmt: skip
                 out.append(_table(header, body))
+            out.append(nodes.paragraph(text=self._versus_torch(timed)))
             out.append(nodes.paragraph(text=self.provenance(timed)))
         return [_fixed(node) for node in out]
+
+
+    def _versus_torch(self, timed):
+        """How many of the points (shape and direction) give ln_tutorial a host-included time at or below torch's."""
+        host = {(r["provider"], r["mode"], r["M"], r["N"]): float(r["host_us_p50"]) for r in timed}
+        points = [k[1:] for k in host if k[0] == "torch" and ("ln_tutorial", *k[1:]) in host]
+        below = sum(host[("ln_tutorial", *k)] <= host[("torch", *k)] for k in points)
+        return self.tr(_("ln_tutorial's median host-included time is at or below torch's at {below} of these "
+                         "{points} points."), below=below, points=len(points))  # fmt: skip
 
 
 def setup(app):

@@ -59,6 +59,7 @@ def _build():
             name="ln_tutorial_native",
             sources=[str(Path(__file__).parent / "csrc" / "layer_norm.cpp")],
             extra_include_paths=[str(Path(triton.__file__).parent / "backends" / "nvidia" / "include")],
+            extra_cflags=["-O3"],  # load() compiles without optimisation unless told
             extra_ldflags=["-ldl"],
         )
     except Exception as error:  # no compiler, no ninja, headers that do not match

@@ -6,9 +6,9 @@
 // bookkeeping (docs/performance.md shows where that time goes). So:
 //
 // * forward() takes the common call -- a CUDA tensor whose rows are contiguous, float32 or
-//   same-dtype parameters, no half precision under autocast, no tensor subclass -- allocates y and the row
-//   statistics, launches the compiled forward kernel and, when a gradient will be needed,
-//   gives y the node below. For any other call it returns None, and ln_tutorial.layer_norm
+//   same-dtype parameters, no tensor subclass; under autocast, half-precision tensors cast to
+//   float32 first, as torch casts them -- allocates y and the row statistics, launches the
+//   compiled forward kernel and, when a gradient will be needed, gives y the node below. For any other call it returns None, and ln_tutorial.layer_norm
 //   takes its Python path, which handles (and checks) every case. What to launch for a new
 //   kind of call (shape, dtypes, device, stream) is asked of Python once
 //   (ln_tutorial.variants.native.forward_plan) and kept here.
@@ -30,6 +30,7 @@
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/autograd/saved_variable.h>
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/autocast_mode.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <cuda.h>  // Triton's copy of the driver API header
@@ -200,6 +201,18 @@ void* current_stream(const c10::Device& device) {
   return c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(device).native_handle();
 }
 
+// A new tensor of `sizes` and `dtype` on `like`'s GPU. When that GPU is the current one and
+// `like` came from PyTorch's CUDA allocator, it is made as at::empty makes it, minus the
+// operator dispatch, which costs about as much again as the allocation itself.
+at::Tensor new_tensor(at::IntArrayRef sizes, at::ScalarType dtype, const at::Tensor& like) {
+  c10::Allocator* allocator = c10::GetAllocator(c10::DeviceType::CUDA);
+  if (like.storage().allocator() != allocator ||
+      c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getDevice() != like.device()) {
+    return at::empty(sizes, like.options().dtype(dtype));
+  }
+  return at::detail::empty_generic(sizes, allocator, c10::DispatchKeySet(c10::DispatchKey::CUDA), dtype, std::nullopt);
+}
+
 // Set once by ln_tutorial.native, never freed (a Python object must not be destroyed after
 // the interpreter is gone): the Python backward and the maker of forward plans.
 py::object* python_backward = nullptr;
@@ -251,11 +264,11 @@ struct LayerNormBackward : public torch::autograd::Node {
       return in_python(dy, x, weight, bias, mean, rstd);
     }
     const int64_t n = x.size(-1), m = mean.size(0);
-    at::Tensor dx = at::empty(x.sizes(), x.options());
+    at::Tensor dx = new_tensor(x.sizes(), x.scalar_type(), x);
     const int64_t sets = weight.defined() + bias.defined();
-    at::Tensor partial = at::empty({sets, plan_->kernel.programs, n}, mean.options());
-    at::Tensor dw = weight.defined() ? at::empty_like(weight) : at::Tensor();
-    at::Tensor db = bias.defined() ? at::empty_like(bias) : at::Tensor();
+    at::Tensor partial = new_tensor({sets, plan_->kernel.programs, n}, mean.scalar_type(), x);
+    at::Tensor dw = weight.defined() ? new_tensor(weight.sizes(), weight.scalar_type(), x) : at::Tensor();
+    at::Tensor db = bias.defined() ? new_tensor(bias.sizes(), bias.scalar_type(), x) : at::Tensor();
     const int device = x.get_device();
     namespace arg = backward_argument;
     std::array<uint64_t, arg::count> values{};
@@ -389,10 +402,15 @@ at::Tensor plain_tensor(PyObject* object) {
   return t;
 }
 
+// Under autocast torch computes layer_norm in float32, half-precision tensors cast first; so does this.
+at::Tensor as_autocast_casts(const at::Tensor& t, bool autocast) {
+  return autocast && t.defined() && is_half(t.scalar_type()) ? t.to(at::kFloat) : t;
+}
+
 // A weight or bias the forward kernel can take as it is: (N,), contiguous, aligned, on x's GPU.
-bool usable_parameter(PyObject* object, at::Tensor& out, const at::Tensor& x, int64_t n) {
+bool usable_parameter(PyObject* object, at::Tensor& out, const at::Tensor& x, int64_t n, bool autocast) {
   if (object == Py_None) return true;
-  out = plain_tensor(object);
+  out = as_autocast_casts(plain_tensor(object), autocast);
   return out.defined() && out.dim() == 1 && out.size(0) == n && (out.stride(0) == 1 || n == 1) &&
          out.device() == x.device() && is_aligned(out) &&
          (out.scalar_type() == x.scalar_type() || (out.scalar_type() == at::kFloat && is_half(x.scalar_type())));
@@ -415,23 +433,24 @@ int64_t row_length(PyObject* shape) {
 // ln_tutorial.layer_norm(input, normalized_shape, weight, bias, eps) for the common call; None otherwise.
 py::object forward(py::handle input, py::handle normalized_shape, py::handle weight_object, py::handle bias_object,
                    py::handle eps_object) {
-  const at::Tensor x = plain_tensor(input.ptr());
+  at::Tensor x = plain_tensor(input.ptr());
   const int64_t n = row_length(normalized_shape.ptr());
   if (!x.defined() || !x.is_cuda() || n <= 0 || x.dim() < 1 || x.size(-1) != n || !PyFloat_Check(eps_object.ptr())) {
     return py::none();
   }
   const double eps = PyFloat_AS_DOUBLE(eps_object.ptr());
   if (!(eps >= 0 && std::isfinite(eps))) return py::none();  // the Python code names the bad eps
-  const at::ScalarType dtype = x.scalar_type();
-  // Under autocast torch computes a half-precision layer norm in float32: the Python code casts, then calls again.
-  if (!(is_half(dtype) || dtype == at::kFloat || dtype == at::kDouble) || x.numel() == 0 || !is_aligned(x) ||
-      (is_half(dtype) && at::autocast::is_autocast_enabled(at::kCUDA))) {
+  if (!(is_half(x.scalar_type()) || x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) || x.numel() == 0) {
     return py::none();
   }
-  if (!(x.dim() == 2 ? x.stride(1) == 1 || n == 1 : x.is_contiguous())) return py::none();
+  const bool autocast = at::autocast::is_autocast_enabled(at::kCUDA);
+  x = as_autocast_casts(x, autocast);
+  const at::ScalarType dtype = x.scalar_type();
+  if (!is_aligned(x) || !(x.dim() == 2 ? x.stride(1) == 1 || n == 1 : x.is_contiguous())) return py::none();
   const int64_t stride = row_stride(x);
   at::Tensor weight, bias;
-  if (!usable_parameter(weight_object.ptr(), weight, x, n) || !usable_parameter(bias_object.ptr(), bias, x, n) ||
+  if (!usable_parameter(weight_object.ptr(), weight, x, n, autocast) ||
+      !usable_parameter(bias_object.ptr(), bias, x, n, autocast) ||
       (weight.defined() && bias.defined() && weight.scalar_type() != bias.scalar_type())) {
     return py::none();
   }
@@ -459,9 +478,9 @@ py::object forward(py::handle input, py::handle normalized_shape, py::handle wei
   const std::shared_ptr<const ForwardPlan>& plan = found->second;
   if (plan == nullptr) return py::none();
 
-  at::Tensor y = at::empty(x.sizes(), x.options());
-  const auto stats_options = x.options().dtype(dtype == at::kDouble ? at::kDouble : at::kFloat);
-  at::Tensor mean = at::empty({m}, stats_options), rstd = at::empty({m}, stats_options);
+  at::Tensor y = new_tensor(x.sizes(), dtype, x);
+  const at::ScalarType stats_dtype = dtype == at::kDouble ? at::kDouble : at::kFloat;
+  at::Tensor mean = new_tensor({m}, stats_dtype, x), rstd = new_tensor({m}, stats_dtype, x);
   const float eps_high = static_cast<float>(eps);  // as Triton passes a Python float, and the rest
   const float eps_low = static_cast<float>(eps - static_cast<double>(eps_high));
   namespace arg = forward_argument;
