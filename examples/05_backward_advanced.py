@@ -320,12 +320,14 @@ for size, cfg in table.backward_split.items():
 # than the kernels'. ``layer_norm`` is differentiated by PyTorch's autograd
 # engine, which calls the backward on a thread of its own; a backward written
 # in Python pays for its Python there. So for the common call (a CUDA tensor
-# with contiguous rows, a weight or a bias, rows held in registers)
-# ``layer_norm`` runs in C++ (``ln_tutorial/variants/csrc/layer_norm.cpp``,
-# loaded by ``ln_tutorial/variants/native.py`` and compiled on first use): it launches the forward kernel and gives the output a small
-# autograd node that launches these same compiled kernels; anything unusual (a
-# strided gradient, double backward, another stream) it hands back to
-# ``layer_norm_backward``. The results are the same bits either way.
+# with contiguous rows) ``layer_norm`` runs in C++
+# (``ln_tutorial/variants/csrc/layer_norm.cpp``, loaded by
+# ``ln_tutorial/variants/native.py`` and compiled on first use): it launches
+# the forward kernel and gives the output a small autograd node that launches
+# these same compiled kernels where the rows are held in registers and a
+# weight or a bias is given; anything else (wider rows, a strided gradient,
+# double backward, another stream) it hands back to ``layer_norm_backward``.
+# The results are the same bits either way.
 #
 # ``layer_norm_backward`` ties it together: the lock kernel, the persistent
 # kernel in one launch or two, the split kernel, or the looped kernels. With

@@ -41,11 +41,13 @@ def test_node_is_taken_where_rows_fit_in_registers(monkeypatch):
     dy = torch.randn_like(x)
     assert _backward(x, w, b, dy)[0] == NODE
     assert _backward(x, w, b, dy, backward_strategy="lock")[0] == FUNCTION
-    assert _backward(x, None, None, dy)[0] == FUNCTION  # no dW/dB: no sum over rows to make
     big = _leaves(8192, 4096, torch.float32)  # 128 MB: two launches, both from the node
     assert _backward(*big, torch.randn_like(big[0]))[0] == NODE
-    wide = _leaves(4, 40000)  # 80 KB rows: programs that share each row, launched from Python
-    assert _backward(*wide, torch.randn_like(wide[0]))[0] == FUNCTION
+    launched = _launches()[1]
+    assert _backward(x, None, None, dy)[0] == NODE  # no dW/dB: the node hands the backward to Python
+    wide = _leaves(4, 40000)  # 80 KB rows: programs that share each row, launched from Python by the node
+    assert _backward(*wide, torch.randn_like(wide[0]))[0] == NODE
+    assert _launches()[1] == launched
     with torch.no_grad():
         assert layer_norm(x, (512,), w, b).grad_fn is None
     monkeypatch.setattr(native, "ENABLED", False)
@@ -168,9 +170,10 @@ def _forward_both_ways(monkeypatch, x, w, b, dy, **kwargs):
         ((4096, 1024), torch.float16, "wb", True),  # the tutorial's smallest sweep point
         ((2, 3, 640), torch.bfloat16, "wb", True),  # batch x sequence x hidden: y and dx keep the shape
         ((3, 40000), torch.float16, "wb", False),  # 80 KB rows: the looped forward, which takes no M
+        ((3, 40000), torch.float16, "wb", True),  # the same with a gradient: the node's backward is Python's
         ((300, 2000), torch.float16, "wb32", True),  # float32 parameters with a half input
         ((100, 777), torch.float64, "w", True),  # float64: eps split in two float32 halves
-        ((64, 256), torch.float32, "", False),  # no parameters, no gradient (with one: Python, no dW/dB to sum)
+        ((64, 256), torch.float32, "", True),  # no parameters: no dW/dB to sum, the node's backward is Python's
         ((1, 16384), torch.bfloat16, "wb", False),  # one row (M is a constant of the kernel), no gradient
         ((5,), torch.float32, "b", True),  # one dimension: one row
     ],

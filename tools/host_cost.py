@@ -5,11 +5,11 @@ module, with and without autocast, with float32 and half-precision inputs.
 
 Each case is timed as the benchmark times host-included time: calls back to back, one
 synchronisation at the end, divided by the number of calls; torch and ln_tutorial take turns,
-``--repetitions`` times, and the medians are printed as CSV. ``forward``: a call whose
-parameters need gradients, so that autograd records it; ``step``: a forward and its backward
-(``y.backward(dy)``, the gradients accumulated as in training). Without a GPU it runs on the CPU
-(through Triton's interpreter if ``TRITON_INTERPRET=1``): a check that the tool works, not a
-measurement.
+``--repetitions`` times, and the medians are printed as CSV (``python``: ln_tutorial with its
+C++ forward and node turned off). ``forward``: a call whose parameters need gradients, so that
+autograd records it; ``step``: a forward and its backward (``y.backward(dy)``, the gradients
+accumulated as in training). Without a GPU it runs on the CPU (through Triton's interpreter if
+``TRITON_INTERPRET=1``): a check that the tool works, not a measurement.
 """
 
 import argparse
@@ -27,9 +27,14 @@ import triton
 
 import ln_tutorial
 from ln_tutorial.bench import source_commit
+from ln_tutorial.variants import native
 
 SHAPES = ",".join(f"{m}x{n}" for m in (256, 1024, 4096) for n in (1024, 2048, 4096, 8192))
-PROVIDERS = {"torch": (F.layer_norm, torch.nn.LayerNorm), "ln_tutorial": (ln_tutorial.layer_norm, ln_tutorial.LayerNorm)}
+PROVIDERS = {  # "python": ln_tutorial without its C++ forward and node (the variant native), for comparison
+    "torch": (F.layer_norm, torch.nn.LayerNorm),
+    "ours": (ln_tutorial.layer_norm, ln_tutorial.LayerNorm),
+    "python": (ln_tutorial.layer_norm, ln_tutorial.LayerNorm),
+}
 
 
 def calls_of(provider, via, amp, dtype, m, n, device):
@@ -45,8 +50,12 @@ def calls_of(provider, via, amp, dtype, m, n, device):
     autocast = (lambda: torch.autocast(device, dtype=getattr(torch, amp))) if amp != "none" else contextlib.nullcontext
 
     def forward():
-        with autocast():
-            return norm(x)
+        native.ENABLED = provider != "python"
+        try:
+            with autocast():
+                return norm(x)
+        finally:
+            native.ENABLED = True
 
     dy = torch.randn_like(forward())  # float32 under autocast, as the output
     return {"forward": forward, "step": lambda: forward().backward(dy)}
@@ -79,7 +88,7 @@ def main(argv=None):
     }  # fmt: skip
     rows = []
     writer = csv.DictWriter(sys.stdout, fieldnames=["via", "amp", "dtype", "M", "N", "mode", "torch_us", "ours_us",
-                                                    "ours_over_torch", *provenance])  # fmt: skip
+                                                    "python_us", "ours_over_torch", *provenance])  # fmt: skip
     writer.writeheader()
     for via in args.via:
         for amp in args.amp:
@@ -94,10 +103,10 @@ def main(argv=None):
                         for _ in range(args.repetitions):
                             for p in PROVIDERS:
                                 times[p].append(host_us(calls[p][mode], args.calls, sync))
-                        torch_us, ours_us = (statistics.median(times[p]) for p in PROVIDERS)
+                        us = {p: statistics.median(times[p]) for p in PROVIDERS}
                         row = {"via": via, "amp": amp, "dtype": dtype, "M": m, "N": n, "mode": mode,
-                               "torch_us": f"{torch_us:.1f}", "ours_us": f"{ours_us:.1f}",
-                               "ours_over_torch": f"{ours_us / torch_us:.3f}", **provenance}  # fmt: skip
+                               **{f"{p}_us": f"{us[p]:.1f}" for p in PROVIDERS},
+                               "ours_over_torch": f"{us['ours'] / us['torch']:.3f}", **provenance}  # fmt: skip
                         writer.writerow(row)
                         sys.stdout.flush()
                         rows.append(row)

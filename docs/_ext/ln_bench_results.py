@@ -9,7 +9,11 @@
   GB/s of each provider per shape class (:func:`ln_tutorial.bench.class_summary`)
   against the ceiling.
 * ``ln-host-time`` (performance page): GPU time against host-included time at the
-  short rows, where both are recorded.
+  short rows and the shapes with fewer rows, where both are recorded.
+* ``ln-host-cost`` (performance page): ln_tutorial's host-included time over torch's by
+  way of calling (``ln_tutorial/data/host_cost/*.csv``, from ``tools/host_cost.py``), and
+  training steps with either norm (``ln_tutorial/data/train_step/*.csv``, from
+  ``tools/train_step.py``).
 
 So the pages cannot drift from the shipped data. With no recorded results (or no
 bench module) they say so instead of failing the build.
@@ -267,8 +271,73 @@ class HostTime(_BenchDirective):
                          "{points} points."), below=below, points=len(points))  # fmt: skip
 
 
+class HostCost(_BenchDirective):
+    """ln_tutorial's host-included time per call over torch's, by way of calling (``tools/host_cost.py``),
+    and a training step with either norm (``tools/train_step.py``), from the files recorded with them."""
+
+    def run(self):
+        bench, found = self.results()
+        if bench is None:
+            return found
+        data, out = bench.RESULTS_DIR.parent, []
+        for path in sorted((data / "host_cost").glob("*.csv")):
+            out += self._host_cost(_read_rows(path))
+        for path in sorted((data / "train_step").glob("*.csv")):
+            out += self._train_step(_read_rows(path))
+        return [_fixed(node) for node in out]
+
+    def _host_cost(self, rows):
+        import statistics
+
+        groups: dict[tuple, list[dict]] = {}
+        for r in rows:
+            groups.setdefault((r["via"], r["amp"], r["dtype"]), []).append(r)
+        header = [self.tr(_("call")), self.tr(_("autocast")), self.tr(_("input")), self.tr(_("forward")),
+                  self.tr(_("forward and backward")), self.tr(_("forward and backward, without C++"))]  # fmt: skip
+        body = []
+        for (via, amp, dtype), group in groups.items():
+            cells = []
+            for mode, column in (("forward", "ours_us"), ("step", "ours_us"), ("step", "python_us")):
+                ratios = [float(r[column]) / float(r["torch_us"]) for r in group if r["mode"] == mode]
+                cells.append(f"{statistics.median(ratios):.2f} ({max(ratios):.2f})")
+            body.append([via, self.tr(_("none")) if amp == "none" else amp, dtype, *cells])
+        shapes = list(dict.fromkeys(f"{r['M']} × {r['N']}" for r in rows))
+        below = sum(float(r["ours_us"]) <= float(r["torch_us"]) for r in rows)
+        text = self.tr(_("ln_tutorial's host-included time per call divided by torch's: the median over {count} "
+                         "shapes ({shapes}), the highest in brackets. Below 1, ln_tutorial's call is the shorter; "
+                         "it is at or below torch's in {below} of {cases} cases."),
+                       count=len(shapes), shapes=", ".join(shapes), below=below, cases=len(rows))  # fmt: skip
+        return [_table(header, body), nodes.paragraph(text=text), nodes.paragraph(text=self.measured(rows))]
+
+    def _train_step(self, rows):
+        steps: dict[tuple, dict[str, dict]] = {}
+        for r in rows:
+            steps.setdefault((r["layers"], r["width"], r["batch"], r["seq"], r["amp"]), {})[r["norm"]] = r
+        header = [self.tr(_("layers")), self.tr(_("width")), self.tr(_("batch × sequence")), self.tr(_("autocast")),
+                  self.tr(_("torch: ms per step")), self.tr(_("ln_tutorial: ms per step"))]  # fmt: skip
+        body = [[layers, width, f"{batch} × {seq}", amp, norms["torch"]["ms_p50"], norms["ln_tutorial"]["ms_p50"]]
+                for (layers, width, batch, seq, amp), norms in steps.items()]  # fmt: skip
+        return [_table(header, body), nodes.paragraph(text=self.measured(rows))]
+
+    def measured(self, rows: list[dict]) -> str:
+        def values(key):
+            return ", ".join(dict.fromkeys(str(r.get(key, "?")) for r in rows))
+
+        return self.tr(_("Measured on {gpu} with PyTorch {torch} and Triton {triton}, on {date}, at commit {commit}."),
+                       gpu=values("gpu"), torch=values("torch"), triton=values("triton"), date=values("date"),
+                       commit=values("commit"))  # fmt: skip
+
+
+def _read_rows(path: Path) -> list[dict]:
+    import csv
+
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
 def setup(app):
     app.add_directive("ln-benchmark-results", BenchmarkResults)
     app.add_directive("ln-performance-summary", PerformanceSummary)
     app.add_directive("ln-host-time", HostTime)
+    app.add_directive("ln-host-cost", HostCost)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

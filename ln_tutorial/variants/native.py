@@ -1,9 +1,11 @@
 """Variant: small calls in C++ (``csrc/layer_norm.cpp``), the forward's launch and the backward node.
 
 **Takes** eager calls with the variants on: a CUDA tensor with contiguous rows
-(cast to float32 first under autocast), the deterministic backward, rows held
-in registers. **Gains** host time per call, which decides the time of small
-layer norms (the performance page measures it). **Else** the Python path of
+(cast to float32 first under autocast) and the deterministic backward; the
+node launches the backward itself where rows are held in registers and a
+weight or bias is given, and hands the others to the Python backward.
+**Gains** host time per call, which decides the time of small layer norms
+(the performance page measures it). **Else** the Python path of
 :mod:`ln_tutorial.function`, with the same results bit for bit.
 
 
@@ -117,9 +119,8 @@ def forward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_dty
     bytes). Empty tensors (address 0, so aligned) stand in for the tensors.
     """
     with torch.cuda.device(device):  # Triton compiles for the current device
+        # without a plan of its own, the node hands the backward to Python
         node = _backward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_dtype) if needs_node else None
-        if needs_node and node is None:
-            return None
         cfg = launch.forward_config(n, dtype.itemsize, device)
         x, stats = _row_stand_ins(dtype, device)
         weight, bias = _stand_in(weight_dtype, device), _stand_in(bias_dtype, device)
@@ -131,7 +132,7 @@ def forward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_dty
 
 
 def _backward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_dtype):
-    """The node's kernels; None for rows too wide for registers, or no dW/dB to add up (Python then)."""
+    """The node's kernels; None for rows too wide for registers, or no dW/dB to add up (the Python backward)."""
     if weight_dtype is None and bias_dtype is None:
         return None
     cfg = launch.backward_config(n, dtype.itemsize, device)

@@ -15,8 +15,9 @@
 // * LayerNormBackward does what the Python backward does for rows held in registers (a
 //   weight or bias, the deterministic strategy) -- allocate dx, the dW/dB partial rows and
 //   dW/dB, launch the compiled Triton kernels (one, or two past one_launch.MAX_BYTES)
-//   -- without Python. Anything else (double backward, a non-contiguous or misaligned
-//   gradient, another stream, a grid the driver refuses) is handed back to the Python backward.
+//   -- without Python. Anything else (rows too wide for registers, no weight or bias, double
+//   backward, a non-contiguous or misaligned gradient, another stream, a grid the driver
+//   refuses) is handed back to the Python backward.
 //
 // Kernel parameters are laid out as Triton's launcher lays them out: the arguments that are
 // not compile-time constants, in the kernel's order, then the global and profile scratch
@@ -238,7 +239,7 @@ struct BackwardPlan {
 struct ForwardPlan {
   ForwardPlan(Kernel kernel, std::shared_ptr<BackwardPlan> node) : kernel(std::move(kernel)), node(std::move(node)) {}
   Kernel kernel;  // a forward kernel: the default ones, or the two-tile variant
-  std::shared_ptr<const BackwardPlan> node;  // null when no gradient is needed
+  std::shared_ptr<const BackwardPlan> node;  // null: no gradient is needed, or the node hands it to Python
 };
 
 struct LayerNormBackward : public torch::autograd::Node {
@@ -306,7 +307,7 @@ struct LayerNormBackward : public torch::autograd::Node {
  private:
   // The compiled kernel assumed a contiguous, 16-byte aligned dy on the forward's stream.
   bool fast_path_applies(const at::Tensor& dy, const at::Tensor& x) const {
-    if (plan_->kernel.function == 0 || !dy.defined() || dy.device() != x.device() ||
+    if (plan_ == nullptr || plan_->kernel.function == 0 || !dy.defined() || dy.device() != x.device() ||
         dy.scalar_type() != x.scalar_type() || !dy.is_contiguous() || address(dy) % 16 != 0) {
       return false;
     }
