@@ -324,9 +324,9 @@ for size, cfg in table.backward_split.items():
 # (``ln_tutorial/variants/csrc/layer_norm.cpp``, loaded by
 # ``ln_tutorial/variants/native.py`` and compiled on first use): it launches
 # the forward kernel and gives the output a small autograd node that launches
-# these same compiled kernels where the rows are held in registers and a
-# weight or a bias is given; anything else (wider rows, a strided gradient,
-# double backward, another stream) it hands back to ``layer_norm_backward``.
+# these same compiled kernels where a weight or a bias is given; anything
+# else (the looped kernels, a strided gradient, double backward, another
+# stream) it hands back to ``layer_norm_backward``.
 # The results are the same bits either way.
 #
 # ``layer_norm_backward`` ties it together: the lock kernel, the persistent

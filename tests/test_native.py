@@ -43,11 +43,13 @@ def test_node_is_taken_where_rows_fit_in_registers(monkeypatch):
     assert _backward(x, w, b, dy, backward_strategy="lock")[0] == FUNCTION
     big = _leaves(8192, 4096, torch.float32)  # 128 MB: two launches, both from the node
     assert _backward(*big, torch.randn_like(big[0]))[0] == NODE
+    wide = _leaves(4, 40000)  # 80 KB rows: programs that share each row, launched by the node too
     launched = _launches()[1]
+    assert _backward(*wide, torch.randn_like(wide[0]))[0] == NODE and _launches()[1] == launched + 1
     assert _backward(x, None, None, dy)[0] == NODE  # no dW/dB: the node hands the backward to Python
-    wide = _leaves(4, 40000)  # 80 KB rows: programs that share each row, launched from Python by the node
-    assert _backward(*wide, torch.randn_like(wide[0]))[0] == NODE
-    assert _launches()[1] == launched
+    widest = _leaves(4, 5000, torch.float64)  # 64 KB rows of float64: the looped kernels, from Python
+    assert _backward(*widest, torch.randn_like(widest[0]))[0] == NODE
+    assert _launches()[1] == launched + 1
     with torch.no_grad():
         assert layer_norm(x, (512,), w, b).grad_fn is None
     monkeypatch.setattr(native, "ENABLED", False)
@@ -170,7 +172,8 @@ def _forward_both_ways(monkeypatch, x, w, b, dy, **kwargs):
         ((4096, 1024), torch.float16, "wb", True),  # the tutorial's smallest sweep point
         ((2, 3, 640), torch.bfloat16, "wb", True),  # batch x sequence x hidden: y and dx keep the shape
         ((3, 40000), torch.float16, "wb", False),  # 80 KB rows: the looped forward, which takes no M
-        ((3, 40000), torch.float16, "wb", True),  # the same with a gradient: the node's backward is Python's
+        ((3, 40000), torch.float16, "wb", True),  # the same with a gradient: the shared-row backward
+        ((3, 5000), torch.float64, "wb", True),  # 64 KB float64 rows: the node's backward is Python's (looped)
         ((300, 2000), torch.float16, "wb32", True),  # float32 parameters with a half input
         ((100, 777), torch.float64, "w", True),  # float64: eps split in two float32 halves
         ((64, 256), torch.float32, "", True),  # no parameters: no dW/dB to sum, the node's backward is Python's

@@ -10,8 +10,8 @@ recorded shapes):
 variant                takes                                             gains (H100, measured)
 =====================  ================================================  ===================================
 :mod:`.native`         eager calls with contiguous rows (C++); its       host time per call: see the
-(with ``launcher``)    node launches first-order gradients of rows       performance page
-                       that fit in registers
+(with ``launcher``)    node launches first-order gradients, the          performance page
+                       looped kernels of float64 rows apart
 :mod:`.one_launch`     backward, inputs up to 64 MB: dW/dB added up by   one launch instead of two
                        the same programs after a grid-wide barrier
 :mod:`.split`          backward, rows past the register budget: each     1.45x (half precision) to 2x

@@ -2,8 +2,9 @@
 
 **Takes** eager calls with the variants on: a CUDA tensor with contiguous rows
 (cast to float32 first under autocast) and the deterministic backward; the
-node launches the backward itself where rows are held in registers and a
-weight or bias is given, and hands the others to the Python backward.
+node launches the backward itself where rows are held in registers (by one
+program or shared by several) and a weight or bias is given, and hands the
+others to the Python backward.
 **Gains** host time per call, which decides the time of small layer norms
 (the performance page measures it). **Else** the Python path of
 :mod:`ln_tutorial.function`, with the same results bit for bit.
@@ -34,7 +35,7 @@ import triton
 
 from ln_tutorial import differentiable, launch
 from ln_tutorial.launcher import INTERPRET, Launcher
-from ln_tutorial.variants import one_launch
+from ln_tutorial.variants import one_launch, split
 
 #: False keeps every call in Python (the ``autograd.Function`` of :mod:`ln_tutorial.function`).
 ENABLED = os.environ.get("LN_TUTORIAL_NATIVE", "1") != "0" and not INTERPRET
@@ -132,30 +133,36 @@ def forward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_dty
 
 
 def _backward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_dtype):
-    """The node's kernels; None for rows too wide for registers, or no dW/dB to add up (the Python backward)."""
+    """The node's kernels; None for the looped kernels of the widest rows, or no dW/dB to add up
+    (the Python backward)."""
     if weight_dtype is None and bias_dtype is None:
         return None
     cfg = launch.backward_config(n, dtype.itemsize, device)
-    if cfg.looped or cfg.split:  # wide rows: the GPU, not the host, decides there
+    if cfg.split:
+        cfg = split.fit(cfg, n, dtype.itemsize, device, chosen=True)
+    if cfg.looped:  # three launches, and the GPU rather than the host decides there
         return None
     plan = launch.backward_plan(m, n, dtype, device, cfg, weight_dtype is not None, bias_dtype is not None, True)
     x, stats = _row_stand_ins(dtype, device)
     grads = [g for g in (_stand_in(weight_dtype, device), _stand_in(bias_dtype, device)) if g is not None]
     barrier = one_launch.grid_barrier_state(device, stream)
+    # the split kernel's records, with a barrier of their own (see split.records_state)
+    records = torch.zeros(m * plan.parts * 2, dtype=torch.int64, device=device) if cfg.split else None
     # dy and dx stand in as x, the partial rows as the statistics; dy is contiguous (the node checks)
     args = launch.backward_arguments(x, x, _stand_in(weight_dtype, device), stats, stats, x, n, row_stride, m, n)
-    args.update(PARTIAL=stats, OUT0=grads[0], OUT1=grads[-1], BARRIER=barrier, rows_per_program=plan.rows_per_program,
-                P=plan.programs)  # fmt: skip
+    args.update(PARTIAL=stats, OUT0=grads[0], OUT1=grads[-1], BARRIER=barrier, RECORDS=records,
+                rows_per_program=plan.rows_per_program, rows_per_group=plan.rows_per_program, P=plan.programs)  # fmt: skip
     names = extension().BACKWARD_ARGUMENTS
     reduce = None
     if plan.reduce is not None:
         reduce = _kernel(plan.reduce, args, names, device, (launch.cdiv(n, launch.REDUCE_BLOCK_N), len(grads)))
         if reduce is None:
             return None
-    kernel = _kernel(plan.main, args, names, device, (plan.programs, 1))
+    kernel = _kernel(plan.main, args, names, device, (plan.programs * plan.parts, 1))
     if kernel is None:
         return None
-    return extension().BackwardPlan(kernel, reduce, plan.rows_per_program, stream, barrier)
+    return extension().BackwardPlan(kernel, reduce, plan.programs, plan.rows_per_program, stream, barrier, records,
+                                    split.RECORDS_LIFETIME)  # fmt: skip
 
 
 def _row_stand_ins(dtype, device: int):

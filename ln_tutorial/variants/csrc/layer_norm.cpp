@@ -12,12 +12,12 @@
 //   takes its Python path, which handles (and checks) every case. What to launch for a new
 //   kind of call (shape, dtypes, device, stream) is asked of Python once
 //   (ln_tutorial.variants.native.forward_plan) and kept here.
-// * LayerNormBackward does what the Python backward does for rows held in registers (a
-//   weight or bias, the deterministic strategy) -- allocate dx, the dW/dB partial rows and
-//   dW/dB, launch the compiled Triton kernels (one, or two past one_launch.MAX_BYTES)
-//   -- without Python. Anything else (rows too wide for registers, no weight or bias, double
-//   backward, a non-contiguous or misaligned gradient, another stream, a grid the driver
-//   refuses) is handed back to the Python backward.
+// * LayerNormBackward does what the Python backward does for rows held in registers, by
+//   one program or shared by several (a weight or bias, the deterministic strategy) --
+//   allocate dx, the dW/dB partial rows and dW/dB, launch the compiled Triton kernels (one,
+//   or two past one_launch.MAX_BYTES) -- without Python. Anything else (the looped kernels
+//   of the widest rows, no weight or bias, double backward, a non-contiguous or misaligned
+//   gradient, another stream, a grid the driver refuses) is handed back to the Python backward.
 //
 // Kernel parameters are laid out as Triton's launcher lays them out: the arguments that are
 // not compile-time constants, in the kernel's order, then the global and profile scratch
@@ -52,13 +52,13 @@ namespace {
 using torch::autograd::SavedVariable;
 using torch::autograd::variable_list;
 
-constexpr int kMaxArguments = 16;  // the most a kernel launched from here takes before its constants
+constexpr int kMaxArguments = 20;  // the most a kernel launched from here takes before its constants
 
 // The values a forward or backward launch can pass, by the kernels' argument names.
 #define LN_FORWARD_ARGUMENTS(A) A(X) A(Y) A(W) A(B) A(MEAN) A(RSTD) A(stride_x) A(stride_y) A(M) A(N) A(eps) A(eps_lo)
-#define LN_BACKWARD_ARGUMENTS(A)                                                                                \
-  A(DY) A(X) A(W) A(MEAN) A(RSTD) A(DX) A(PARTIAL) A(OUT0) A(OUT1) A(BARRIER) A(stride_dy) A(stride_x) A(stride_dx) \
-      A(M) A(N) A(rows_per_program) A(P)
+#define LN_BACKWARD_ARGUMENTS(A)                                                                               \
+  A(DY) A(X) A(W) A(MEAN) A(RSTD) A(DX) A(PARTIAL) A(OUT0) A(OUT1) A(BARRIER) A(RECORDS) A(stride_dy) A(stride_x) \
+      A(stride_dx) A(M) A(N) A(rows_per_program) A(rows_per_group) A(P)
 #define LN_ENUM(name) name,
 #define LN_NAME(name) #name,
 namespace forward_argument {
@@ -222,17 +222,22 @@ std::atomic<int64_t> forward_launches{0}, backward_launches{0};  // launched fro
 
 // The backward node's kernels, made once per shape and stream (native.py).
 struct BackwardPlan {
-  BackwardPlan(Kernel kernel, std::optional<Kernel> reduce, int64_t rows_per_program, int64_t stream,
-               at::Tensor barrier)
-      : kernel(std::move(kernel)), reduce(std::move(reduce)), rows_per_program(rows_per_program),
-        stream(reinterpret_cast<void*>(stream)), barrier(std::move(barrier)) {}
-  // layer_norm_bwd_one_launch_kernel (a cooperative grid), or, past one_launch.MAX_BYTES,
-  // layer_norm_bwd_persistent_kernel followed by partial_sum_kernel (reduce)
+  BackwardPlan(Kernel kernel, std::optional<Kernel> reduce, int64_t partial_rows, int64_t rows_per_program,
+               int64_t stream, at::Tensor barrier, std::optional<at::Tensor> records, int64_t records_lifetime)
+      : kernel(std::move(kernel)), reduce(std::move(reduce)), partial_rows(partial_rows),
+        rows_per_program(rows_per_program), stream(reinterpret_cast<void*>(stream)), barrier(std::move(barrier)),
+        records(records.value_or(at::Tensor())), records_lifetime(records_lifetime) {}
+  // layer_norm_bwd_one_launch_kernel or layer_norm_bwd_split_kernel (cooperative grids), or, past
+  // one_launch.MAX_BYTES, layer_norm_bwd_persistent_kernel followed by partial_sum_kernel (reduce)
   Kernel kernel;
   std::optional<Kernel> reduce;
-  int64_t rows_per_program;
-  void* stream;        // the forward's stream, which the barrier belongs to
-  at::Tensor barrier;  // state of one_launch.grid_barrier for that stream
+  int64_t partial_rows;      // dW/dB partial rows per set
+  int64_t rows_per_program;  // rows of one program, or of one group of programs sharing rows (split)
+  void* stream;              // the forward's stream, which the barrier belongs to
+  at::Tensor barrier;        // state of one_launch.grid_barrier for that stream
+  at::Tensor records;        // the split kernel's records (see split.records_state), or undefined
+  int64_t records_lifetime;  // launches after which the records are zeroed again (split.RECORDS_LIFETIME)
+  mutable int64_t launches = 0;  // with these records; one stream's launches, on the autograd engine's thread
 };
 
 // The forward's kernel for one kind of call, and the node's plan if y needs one.
@@ -267,7 +272,7 @@ struct LayerNormBackward : public torch::autograd::Node {
     const int64_t n = x.size(-1), m = mean.size(0);
     at::Tensor dx = new_tensor(x.sizes(), x.scalar_type(), x);
     const int64_t sets = weight.defined() + bias.defined();
-    at::Tensor partial = new_tensor({sets, plan_->kernel.programs, n}, mean.scalar_type(), x);
+    at::Tensor partial = new_tensor({sets, plan_->partial_rows, n}, mean.scalar_type(), x);
     at::Tensor dw = weight.defined() ? new_tensor(weight.sizes(), weight.scalar_type(), x) : at::Tensor();
     at::Tensor db = bias.defined() ? new_tensor(bias.sizes(), bias.scalar_type(), x) : at::Tensor();
     const int device = x.get_device();
@@ -283,13 +288,19 @@ struct LayerNormBackward : public torch::autograd::Node {
     values[arg::OUT0] = address(dw.defined() ? dw : db);  // the kernels' first gradient and last one,
     values[arg::OUT1] = address(db.defined() ? db : dw);  // as the Python backward passes them
     values[arg::BARRIER] = address(plan_->barrier);
+    if (plan_->records.defined() && ++plan_->launches > plan_->records_lifetime) {
+      plan_->records.zero_();  // tags come round again: see split.records_state
+      plan_->launches = 1;
+    }
+    values[arg::RECORDS] = address(plan_->records);
     values[arg::stride_dy] = uint64_t(n);
     values[arg::stride_x] = row_stride(x);
     values[arg::stride_dx] = uint64_t(n);
     values[arg::M] = uint64_t(m);
     values[arg::N] = uint64_t(n);
     values[arg::rows_per_program] = plan_->rows_per_program;
-    values[arg::P] = plan_->kernel.programs;
+    values[arg::rows_per_group] = plan_->rows_per_program;
+    values[arg::P] = plan_->partial_rows;
     if (plan_->reduce) {
       check(plan_->kernel.launch(values.data(), plan_->stream, device, false), "launching the backward kernel");
       check(plan_->reduce->launch(values.data(), plan_->stream, device, false), "launching the dW/dB sum");
@@ -516,7 +527,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   py::class_<Kernel>(module, "Kernel")
       .def(py::init<int64_t, int64_t, int64_t, int64_t, int64_t, std::string, std::vector<int>>());
   py::class_<BackwardPlan, std::shared_ptr<BackwardPlan>>(module, "BackwardPlan")
-      .def(py::init<Kernel, std::optional<Kernel>, int64_t, int64_t, at::Tensor>());
+      .def(py::init<Kernel, std::optional<Kernel>, int64_t, int64_t, int64_t, at::Tensor, std::optional<at::Tensor>,
+                    int64_t>());
   py::class_<ForwardPlan, std::shared_ptr<ForwardPlan>>(module, "ForwardPlan")
       .def(py::init<Kernel, std::shared_ptr<BackwardPlan>>());
   module.attr("FORWARD_ARGUMENTS") = kForwardArgumentNames;
