@@ -264,6 +264,21 @@ def test_autocast_call_takes_the_cpp_forward_in_float32(amp_dtype):
         torch.testing.assert_close(o.float(), t.float(), atol=2e-2, rtol=2e-2)
 
 
+@pytest.mark.parametrize("amp_dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("param_dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("n", [1024, 13824], ids=["registers", "shared-rows"])
+def test_autocast_parameters_read_as_cast_give_the_casts_bits(monkeypatch, amp_dtype, param_dtype, n):
+    """Under autocast the C++ forward reads half-precision parameters as they are; the Python
+    path casts them to float32 first: y and every gradient are the same bits."""
+    x, w, b = _leaves(64, n, torch.bfloat16, param_dtype=param_dtype)
+    with torch.autocast("cuda", dtype=amp_dtype):
+        (forwards, *ours), (_, *python) = _forward_both_ways(monkeypatch, x, w, b, torch.randn(64, n, device="cuda"))
+    assert forwards == 1 and ours[0].dtype == torch.float32
+    assert torch.equal(ours[0], python[0])
+    for got, want in zip(ours[1], python[1]):
+        assert got.dtype == want.dtype and torch.equal(got, want)
+
+
 def test_node_of_a_3d_input_hands_a_strided_gradient_to_python(monkeypatch):
     """The node's Python fallback works on (M, N) rows and gives dx back in the input's shape."""
     x, w, b = _leaves(2 * 64, 512)

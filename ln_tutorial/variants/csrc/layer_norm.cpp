@@ -420,12 +420,18 @@ at::Tensor as_autocast_casts(const at::Tensor& t, bool autocast) {
 }
 
 // A weight or bias the forward kernel can take as it is: (N,), contiguous, aligned, on x's GPU.
+// Under autocast (x float32 by now) a half-precision one is taken as it is rather than cast:
+// the kernels compute in float32 and round its gradient once to its dtype, as the cast's
+// backward would, so the bits are the same and two casts forward and back are saved.
 bool usable_parameter(PyObject* object, at::Tensor& out, const at::Tensor& x, int64_t n, bool autocast) {
   if (object == Py_None) return true;
-  out = as_autocast_casts(plain_tensor(object), autocast);
+  out = plain_tensor(object);
+  const bool read_as_cast = autocast && out.defined() && is_half(out.scalar_type()) && x.scalar_type() == at::kFloat;
+  if (!read_as_cast) out = as_autocast_casts(out, autocast);
   return out.defined() && out.dim() == 1 && out.size(0) == n && (out.stride(0) == 1 || n == 1) &&
          out.device() == x.device() && is_aligned(out) &&
-         (out.scalar_type() == x.scalar_type() || (out.scalar_type() == at::kFloat && is_half(x.scalar_type())));
+         (out.scalar_type() == x.scalar_type() || read_as_cast ||
+          (out.scalar_type() == at::kFloat && is_half(x.scalar_type())));
 }
 
 // The row length from layer_norm's normalized_shape if it names one dimension, else 0.
