@@ -7,7 +7,7 @@ import torch
 
 from ln_tutorial import launch, variants
 from ln_tutorial.launcher import INTERPRET
-from ln_tutorial.tuning import MAX_FUSED_BWD_BYTES, MAX_FUSED_FWD_BYTES, table_for
+from ln_tutorial.tuning import table_for
 from ln_tutorial.variants import native, one_launch, split
 
 
@@ -38,12 +38,13 @@ def explain(
     index = -1 if INTERPRET or not torch.cuda.is_available() else torch.device("cuda", device).index
     if index is None:
         index = torch.cuda.current_device()
-    table = table_for(index)
-    size = dtype.itemsize
-    fwd = launch.forward_config(n, size, index)
-    bwd = launch.backward_config(n, size, index)
-    if bwd.split:
+    table, size = table_for(index), dtype.itemsize
+    forward = launch._forward_config(n, size, index, variants.ENABLED)
+    backward = launch._backward_config(n, size, index, variants.ENABLED)
+    fwd, bwd = forward.config, backward.config
+    if bwd.split:  # as the backward fits it: where the grid cannot be resident, rows not shared
         bwd = split.fit(bwd, n, size, index, chosen=True)
+        backward = backward if bwd.split else launch._backward_config(n, size, index, False)
     fwd_kernel = launch.forward_launcher(fwd, dtype).kernel.__name__
     if bwd.split:
         bwd_kernels = ["layer_norm_bwd_split_kernel (variants.split)"]
@@ -53,10 +54,11 @@ def explain(
         bwd_kernels = ["layer_norm_bwd_one_launch_kernel (variants.one_launch)"]
     else:
         bwd_kernels = ["layer_norm_bwd_persistent_kernel", "partial_sum_kernel"]
-    fits = not bwd.looped and not bwd.split
+    in_cpp = variants.ENABLED and native.ENABLED and index >= 0
     host = (
-        "C++ (variants.native): launches and the autograd node without Python"
-        if variants.ENABLED and native.ENABLED and index >= 0 and fits
+        "C++ (variants.native): the forward's launch and an autograd node"
+        + (" that hands the looped kernels to Python" if bwd.looped else " that launches the backward")
+        if in_cpp
         else "Python: ln_tutorial.function and ln_tutorial.launch"
     )
     lines = [
@@ -64,9 +66,9 @@ def explain(
         + ("" if variants.ENABLED else ", variants off"),
         f"host: {host}",
         f"forward: {fwd_kernel}  {_fields(fwd)}",
-        f"  why: {_forward_reason(n, size, fwd, table)}",
+        f"  why: {forward.why}",
         f"backward: {' + '.join(bwd_kernels)}  {_fields(bwd)}",
-        f"  why: {_backward_reason(n, size, bwd, table)}",
+        f"  why: {backward.why}",
     ]
     report = Explanation("\n".join(lines))
     report.table, report.host = table.name, host
@@ -78,37 +80,3 @@ def explain(
 def _fields(cfg) -> str:
     defaults = type(cfg)._field_defaults
     return ", ".join(f"{k}={v}" for k, v in cfg._asdict().items() if defaults.get(k, object()) != v)
-
-
-def _row_bytes(n: int, size: int) -> int:
-    return launch.next_power_of_2(n) * size
-
-
-def _table_reason(direction: str, n: int, size: int, cfg, table, tiny: str) -> str:
-    """Why a row that fits in registers takes ``cfg``: a padded entry, the tiny-row rule, or the table's entry."""
-    row_bytes = _row_bytes(n, size)
-    kind = (bool(cfg.tail_n), getattr(cfg, "split", False))  # two tiles, shared rows
-    for entry in table._asdict()[f"{direction}_padded"].get(row_bytes, ()) if size == 2 else ():
-        if n <= entry.longest and (entry.two_tiles, getattr(entry.config, "split", False)) == kind:
-            return f"{direction}_padded entry for rows of up to {entry.longest} values: {entry.evidence}"
-    if row_bytes < 2048:
-        return tiny
-    return f"{direction} entry for {row_bytes}-byte rows: {table.evidence.get((direction, row_bytes), '')}"
-
-
-def _forward_reason(n: int, size: int, cfg, table) -> str:
-    row_bytes = _row_bytes(n, size)
-    if row_bytes > MAX_FUSED_FWD_BYTES:
-        why = table.evidence[("forward_looped", 0)]
-        return f"rows of {row_bytes} bytes (padded) exceed {MAX_FUSED_FWD_BYTES}: looped; {why}"
-    tiny = "tiny rows: packed several to a program, about 8 KB per program"
-    return _table_reason("forward", n, size, cfg, table, tiny)
-
-
-def _backward_reason(n: int, size: int, cfg, table) -> str:
-    if cfg.split and _row_bytes(n, size) > MAX_FUSED_BWD_BYTES:
-        why = table.evidence.get(("backward_split", size), "")
-        return f"rows past {MAX_FUSED_BWD_BYTES} bytes shared by programs: {why}"
-    if cfg.looped:
-        return f"rows past {MAX_FUSED_BWD_BYTES} bytes, no split variant: {table.evidence[('backward_looped', 0)]}"
-    return _table_reason("backward", n, size, cfg, table, "tiny rows: packed several to a loop step")

@@ -29,19 +29,26 @@ DWDB_BLOCK_N = 256  # columns per program of the wide-row dW/dB kernel
 REDUCE_BLOCK_N, REDUCE_BLOCK_P = 32, 128  # tile of the final dW/dB reduction
 
 
+class Choice(NamedTuple):
+    """A launch configuration and why: the table entry or rule it comes from, with its evidence."""
+
+    config: object  # ForwardConfig or BackwardConfig
+    why: str
+
+
 def forward_config(n: int, element_size: int, device: int = -1) -> ForwardConfig:
     """Launch configuration of the forward for rows of ``n`` elements on CUDA device ``device``."""
-    return _forward_config(n, element_size, device, variants.ENABLED)
+    return _forward_config(n, element_size, device, variants.ENABLED).config
 
 
 @functools.lru_cache(maxsize=None)
-def _forward_config(n: int, element_size: int, device: int, use_variants: bool) -> ForwardConfig:
+def _forward_config(n: int, element_size: int, device: int, use_variants: bool) -> Choice:
     table = table_for(device)
     block_n = next_power_of_2(n)
     row_bytes = block_n * element_size
     if row_bytes > MAX_FUSED_FWD_BYTES:
-        return table.forward_looped
-    cfg = None
+        why = f"rows of {row_bytes} bytes (padded) exceed {MAX_FUSED_FWD_BYTES}: looped"
+        return Choice(table.forward_looped, f"{why}; {table.evidence[('forward_looped', 0)]}")
     if element_size == 2:  # rows a power-of-two tile pads: the table's entries for them, first match
         two_tiles = use_variants and GLUON and not INTERPRET  # Gluon runs on a GPU only
         for entry in table.forward_padded.get(row_bytes, ()):
@@ -50,12 +57,12 @@ def _forward_config(n: int, element_size: int, device: int, use_variants: bool) 
                 if entry.two_tiles:  # every lane holds at least one of the tail's columns
                     head = block_n // 2
                     cfg = cfg._replace(block_n=head, tail_n=max(next_power_of_2(n - head), 32 * cfg.num_warps))
-                break
-    if cfg is None and row_bytes < 2048:  # tiny rows: pack them into ~8 KB tiles
+                return Choice(cfg, f"forward_padded entry for rows of up to {entry.longest} values: {entry.evidence}")
+    if row_bytes < 2048:  # tiny rows: pack them into ~8 KB tiles
         cfg = ForwardConfig(False, min(64, 8192 // row_bytes), block_n, 4)
-    if cfg is None:
-        cfg = table.forward[row_bytes]._replace(block_n=block_n)
-    return cfg
+        return Choice(cfg, "tiny rows: packed several to a program, about 8 KB per program")
+    why = f"forward entry for {row_bytes}-byte rows: {table.evidence.get(('forward', row_bytes), '')}"
+    return Choice(table.forward[row_bytes]._replace(block_n=block_n), why)
 
 
 def backward_config(n: int, element_size: int, device: int = -1, share_rows: bool = True) -> BackwardConfig:
@@ -63,27 +70,33 @@ def backward_config(n: int, element_size: int, device: int = -1, share_rows: boo
 
     ``share_rows=False``: one whose programs do not share rows (no split variant).
     """
-    return _backward_config(n, element_size, device, share_rows and variants.ENABLED)
+    return _backward_config(n, element_size, device, share_rows and variants.ENABLED).config
 
 
 @functools.lru_cache(maxsize=None)
-def _backward_config(n: int, element_size: int, device: int, share_rows: bool) -> BackwardConfig:
+def _backward_config(n: int, element_size: int, device: int, share_rows: bool) -> Choice:
     table = table_for(device)
     block_n = next_power_of_2(n)
     row_bytes = block_n * element_size
     if row_bytes > MAX_FUSED_BWD_BYTES:
         if share_rows and element_size in table.backward_split:
-            return table.backward_split[element_size]._replace(split=True)
-        return table.backward_looped
+            why = table.evidence.get(("backward_split", element_size), "")
+            why = f"rows past {MAX_FUSED_BWD_BYTES} bytes shared by programs: {why}"
+            return Choice(table.backward_split[element_size]._replace(split=True), why)
+        why = f"rows past {MAX_FUSED_BWD_BYTES} bytes, not shared: {table.evidence[('backward_looped', 0)]}"
+        return Choice(table.backward_looped, why)
     if element_size == 2:
         for entry in table.backward_padded.get(row_bytes, ()):
             if n <= entry.longest and (share_rows or not entry.config.split):
+                cfg = entry.config
                 if entry.two_tiles:
-                    return entry.config._replace(block_n=block_n // 2, tail_n=next_power_of_2(n - block_n // 2))
-                return entry.config
+                    cfg = cfg._replace(block_n=block_n // 2, tail_n=next_power_of_2(n - block_n // 2))
+                return Choice(cfg, f"backward_padded entry for rows of up to {entry.longest} values: {entry.evidence}")
     if row_bytes < 2048:
-        return BackwardConfig(False, min(32, 8192 // row_bytes), block_n, 4, 2, 3)
-    return table.backward[row_bytes]._replace(block_n=block_n)
+        return Choice(BackwardConfig(False, min(32, 8192 // row_bytes), block_n, 4, 2, 3),
+                      "tiny rows: packed several to a loop step")  # fmt: skip
+    why = f"backward entry for {row_bytes}-byte rows: {table.evidence.get(('backward', row_bytes), '')}"
+    return Choice(table.backward[row_bytes]._replace(block_n=block_n), why)
 
 
 def cdiv(a: int, b: int) -> int:
@@ -184,7 +197,7 @@ def layer_norm_forward(
     if m == 0 or n == 0:
         return y, mean, rstd
     device = x.get_device()
-    cfg = config or _forward_config(n, x.element_size(), device, variants.ENABLED and not traced)
+    cfg = config or _forward_config(n, x.element_size(), device, variants.ENABLED and not traced).config
     args = forward_arguments(x, y, weight, bias, mean, rstd, x.stride(0), n, m, n, eps)
     programs = m if cfg.looped or cfg.tail_n else cdiv(m, cfg.block_m)
     forward_launcher(cfg, x.dtype)((programs,), args, traced)
@@ -244,7 +257,7 @@ def layer_norm_backward(
         return dx, dw, db
     device = x.get_device()
     use_variants = variants.ENABLED and not traced
-    cfg = config or _backward_config(n, x.element_size(), device, use_variants)
+    cfg = config or _backward_config(n, x.element_size(), device, use_variants).config
     if cfg.split:
         cfg = split.fit(cfg, n, x.element_size(), device, chosen=config is None)
     plan = backward_plan(m, n, x.dtype, device, cfg, weight is not None, bias is not None, use_variants)

@@ -172,7 +172,7 @@ def test_padded_half_rows_take_two_tiles():
     for n, cfg in expected.items():
         if not INTERPRET:
             assert launch.forward_config(n, 2) == cfg, n
-        assert not launch._forward_config(n, 2, -1, False).tail_n, n  # variants off
+        assert not launch._forward_config(n, 2, -1, False).config.tail_n, n  # variants off
     for n, size in ((4096, 2), (8192, 2), (12288, 2), (12289, 2), (3584, 2), (4608, 4), (9000, 4)):
         assert not launch.forward_config(n, size).tail_n, (n, size)
 

@@ -135,7 +135,7 @@ def test_explain_names_the_kernels_and_the_evidence():
     assert "tools/tune.py at 4096 x 1024" in report  # the table's evidence for 2 KB rows
     wide = ln_tutorial.explain((64, 65536), torch.float64)
     assert wide.forward_kernel == "layer_norm_fwd_looped_kernel" and wide.backward_config.looped
-    assert "Python" in wide.host  # wide rows: the GPU decides, the node does not take them
+    assert "Python" in wide.host  # wide float64 rows: the node hands the looped kernels to Python
     with pytest.raises(TypeError, match="dtype"):
         ln_tutorial.explain((4, 8), torch.int32)
     with pytest.raises(ValueError, match="normalized_dims"):

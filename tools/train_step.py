@@ -87,7 +87,7 @@ def main(argv=None):
     parser.add_argument("--seq", type=int, default=512)
     parser.add_argument("--amp", choices=["bfloat16", "float16"], default="bfloat16")
     parser.add_argument("--steps", type=int, default=10, help="steps per timed repetition")
-    parser.add_argument("--repetitions", type=int, default=10)
+    parser.add_argument("--repetitions", type=int, default=30, help="timed repetitions, the two norms taking turns")
     parser.add_argument("--csv", type=Path, help="append the rows to this file")
     args = parser.parse_args(argv)
     device = "cuda" if torch.cuda.is_available() else "cpu"
