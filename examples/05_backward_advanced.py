@@ -273,7 +273,8 @@ for row_bytes, cfg in table.backward.items():
 # program before any can pass the barrier that changes it. A record left by
 # an earlier launch carries an earlier flag and does not count, so the
 # records need no zeroing: they are kept per stream, next to the barrier
-# (for the ``STATE_STREAMS`` most recently used streams), and zeroed
+# (for the ``STATE_STREAMS`` most recently used streams; the C++ node keeps
+# a barrier and records of its own for each kind of call), and zeroed
 # only when a call needs more of them, or after
 # ``RECORDS_LIFETIME`` launches, long before the generation (counted
 # modulo :math:`2^{31}`) could come round to an old flag. Two launches and a
