@@ -182,7 +182,7 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _host_us(calls: List[Callable], count: int, device: str) -> float:
+def host_us(calls: List[Callable], count: int, device: str) -> float:
     """Host-included µs per call: ``count`` calls back to back, one synchronisation."""
     _sync(device)
     start = time.perf_counter()
@@ -248,7 +248,7 @@ class _Point:
             self.calls = _calls(fn, mode, m, n, dtype, device)
             for call in self.calls:  # compile, autotune and allocate before anything is timed
                 call()
-            estimate = _host_us(self.calls, len(self.calls), device)
+            estimate = host_us(self.calls, len(self.calls), device)
             self.count = max(len(self.calls), min(500, math.ceil(REPETITION_SECONDS * 1e6 / max(estimate, 1.0))))
             self.gpu = _GpuTimer(self.calls, self.count, self.stream) if self.stream else None
 
@@ -258,9 +258,9 @@ class _Point:
     def sample(self, record: bool = True) -> None:
         with self._on_stream():
             gpu_us = self.gpu() if self.gpu is not None else None
-            host_us = _host_us(self.calls, self.count, self.device)
+            host = host_us(self.calls, self.count, self.device)
         if record:
-            self.host_us.append(host_us)
+            self.host_us.append(host)
             if gpu_us is not None:
                 self.gpu_us.append(gpu_us)
 

@@ -191,13 +191,10 @@ def layer_norm(
     if not compiling and _kernels_cannot_read(input, weight, bias):
         return F.layer_norm(input, normalized_shape, weight, bias, eps)
     if isinstance(input, torch.Tensor) and input.is_cuda and torch.is_autocast_enabled("cuda"):
-        # Autocast runs torch's layer_norm in float32 on CUDA, half-precision tensors cast first; do the same.
+        # Autocast runs torch's layer_norm in float32 on CUDA, half-precision tensors cast first; do the same
+        # (the C++ forward above does it in C++).
         input, weight, bias = (t.float() if isinstance(t, torch.Tensor) and t.dtype in _HALF else t
                                for t in (input, weight, bias))  # fmt: skip
-        if use_native and not hooks_installed():
-            y = native.forward(input, normalized_shape, weight, bias, eps)
-            if y is not None:
-                return y
     normalized_shape = launch.check_inputs(input, normalized_shape, weight, bias)
     if not (input.is_cuda or (INTERPRET and input.device.type == "cpu")):
         return F.layer_norm(input, normalized_shape, weight, bias, eps)

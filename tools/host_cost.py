@@ -18,7 +18,6 @@ import csv
 import datetime
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -26,7 +25,7 @@ import torch.nn.functional as F
 import triton
 
 import ln_tutorial
-from ln_tutorial.bench import source_commit
+from ln_tutorial.bench import host_us, source_commit
 from ln_tutorial.variants import native
 
 SHAPES = ",".join(f"{m}x{n}" for m in (256, 1024, 4096) for n in (1024, 2048, 4096, 8192))
@@ -61,15 +60,6 @@ def calls_of(provider, via, amp, dtype, m, n, device):
     return {"forward": forward, "step": lambda: forward().backward(dy)}
 
 
-def host_us(call, count: int, sync) -> float:
-    sync()
-    start = time.perf_counter()
-    for _ in range(count):
-        call()
-    sync()
-    return (time.perf_counter() - start) / count * 1e6
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--shapes", default=SHAPES, help="MxN, comma-separated")
@@ -81,7 +71,6 @@ def main(argv=None):
     parser.add_argument("--csv", type=Path, help="also write the rows to this file")
     args = parser.parse_args(argv)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     provenance = {
         "gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__,
         "triton": triton.__version__, "date": datetime.date.today().isoformat(), "commit": source_commit(),
@@ -99,10 +88,10 @@ def main(argv=None):
                     for mode in ("forward", "step"):
                         times = {p: [] for p in PROVIDERS}
                         for p in PROVIDERS:
-                            host_us(calls[p][mode], 3, sync)  # warm up
+                            host_us([calls[p][mode]], 3, device)  # warm up
                         for _ in range(args.repetitions):
                             for p in PROVIDERS:
-                                times[p].append(host_us(calls[p][mode], args.calls, sync))
+                                times[p].append(host_us([calls[p][mode]], args.calls, device))
                         us = {p: statistics.median(times[p]) for p in PROVIDERS}
                         row = {"via": via, "amp": amp, "dtype": dtype, "M": m, "N": n, "mode": mode,
                                **{f"{p}_us": f"{us[p]:.1f}" for p in PROVIDERS},

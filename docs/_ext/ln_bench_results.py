@@ -114,16 +114,22 @@ class _BenchDirective(SphinxDirective):
             _CATALOGS[language] = load_catalog(language)
         return _CATALOGS[language].get(message, message).format(**fields)
 
-    def provenance(self, rows: list[dict]) -> str:
+    def measured(self, rows: list[dict]) -> str:
+        """Where, with what and when ``rows`` were measured."""
+
         def values(key):
             return ", ".join(dict.fromkeys(str(r.get(key, "?")) for r in rows))
 
-        return self.tr(
-            _("Measured on {gpu} with PyTorch {torch} and Triton {triton}, on {date}, at commit {commit}. "
-              "Device-to-device copy of 1 GB on the same GPU: {copy:.0f} GB/s."),
-            gpu=values("gpu"), torch=values("torch"), triton=values("triton"), date=values("date"),
-            commit=values("commit"), copy=float(rows[0].get("copy_gbps") or 0),
-        )  # fmt: skip
+        return self.tr(_("Measured on {gpu} with PyTorch {torch} and Triton {triton}, on {date}, at commit {commit}."),
+                       gpu=values("gpu"), torch=values("torch"), triton=values("triton"), date=values("date"),
+                       commit=values("commit"))  # fmt: skip
+
+    def provenance(self, rows: list[dict]) -> str:
+        """:meth:`measured`, and the ceiling the benchmark rows were measured against."""
+        copy = self.tr(_("Device-to-device copy of 1 GB on the same GPU: {copy:.0f} GB/s."),
+                       copy=float(rows[0].get("copy_gbps") or 0))  # fmt: skip
+        measured = self.measured(rows)
+        return measured + ("" if measured.endswith("。") else " ") + copy  # no space after a full-width stop
 
     def timers(self, rows: list[dict]) -> str:
         """Which timer the rows' GB/s come from."""
@@ -318,14 +324,6 @@ class HostCost(_BenchDirective):
         body = [[layers, width, f"{batch} × {seq}", amp, norms["torch"]["ms_p50"], norms["ln_tutorial"]["ms_p50"]]
                 for (layers, width, batch, seq, amp), norms in steps.items()]  # fmt: skip
         return [_table(header, body), nodes.paragraph(text=self.measured(rows))]
-
-    def measured(self, rows: list[dict]) -> str:
-        def values(key):
-            return ", ".join(dict.fromkeys(str(r.get(key, "?")) for r in rows))
-
-        return self.tr(_("Measured on {gpu} with PyTorch {torch} and Triton {triton}, on {date}, at commit {commit}."),
-                       gpu=values("gpu"), torch=values("torch"), triton=values("triton"), date=values("date"),
-                       commit=values("commit"))  # fmt: skip
 
 
 def _read_rows(path: Path) -> list[dict]:
