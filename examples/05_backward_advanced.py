@@ -4,12 +4,24 @@ Advanced: the backward at full speed
 
 The backward of the second page gives each program one row at a time and
 sums the partial rows with ``torch.sum``. The package's default backward
-keeps the same lock-free idea and adds what some shapes need: tiles of
-several rows with their loads issued ahead, launch tables measured per GPU
-model, and three variants: one launch instead of two, rows shared by several
-programs, and a C++ autograd node. This page also shows the lock kernel of the Triton tutorial.
-Each section says first which shapes it is for and what it gains; the
+keeps the same lock-free idea and adds what some shapes need. Each section
+says first which shapes it is for; the
 `performance notes <../performance.html>`_ have the measurements.
+
+In doing so, you will learn about:
+
+* The lock kernel of the Triton tutorial, and the part of it that takes a lock.
+
+* Tiles of several rows with their loads issued ahead, and the launch table
+  that sizes them per GPU model.
+
+* A grid-wide barrier that lets the same programs add up the partial rows,
+  in one launch instead of two.
+
+* Rows too wide for one program, shared by several that trade their row sums
+  through global memory.
+
+* A C++ autograd node for small inputs, where the host decides the time.
 """
 
 # %%
@@ -18,9 +30,7 @@ Each section says first which shapes it is for and what it gains; the
 
 from __future__ import annotations
 
-import functools
 import os
-from typing import NamedTuple
 
 import torch
 
@@ -41,37 +51,33 @@ ON_GPU = DEVICE.type == "cuda"
 torch.manual_seed(0)
 
 # %%
-# The lock kernel
-# ---------------
+# How does the lock kernel take its lock?
+# ---------------------------------------
 #
-# *When it matters:* to compare with the Triton tutorial; the package never
-# picks it by itself (``backward_strategy="lock"``). Compared with the
-# tutorial's 2022 page, it accumulates the partial sums in float32 whatever
-# the input dtype, handles a missing weight or bias, addresses rows through
-# strides with 64-bit offsets, and places a barrier before it releases the
-# lock. ``tl.atomic_cas(lock, 0, 1)`` returns the old value, so the loop spins
-# until this program is the one that changed it from 0 to 1. ``COUNT`` records
-# whether the buffer already holds a partial sum; the first program to arrive
-# stores its row instead of adding it to the garbage of an uninitialized
-# buffer, which saves zeroing the buffers beforehand. The number of buffers
-# follows the tutorial's heuristic, more for short rows, whose programs finish
+# *When it matters:* to compare with the Triton tutorial
+# (``backward_strategy="lock"``); the package never picks it by itself. The
+# second page explains the idea and its problems. After writing its row of
+# :math:`\nabla_x`, each program adds its row's terms into one of
+# ``GROUP_SIZE_M`` shared buffers. ``tl.atomic_cas(lock, 0, 1)`` returns the
+# old value, so the loop spins until this program is the one that changed it
+# from 0 to 1.
+# ``COUNT`` records whether the buffer already holds a partial sum: the first
+# program to arrive stores its row instead of adding it to an uninitialized
+# buffer, which saves zeroing the buffers beforehand. The barrier before the
+# release makes every thread's stores land before the next owner reads.
+
+# ln_tutorial:source ln_tutorial.variants.lock.layer_norm_bwd_lock_kernel from "group = row % GROUP_SIZE_M" to "tl.atomic_xchg(lock, 0)"
+
+# %%
+# Unlike the tutorial's 2022 page, the buffers hold float32 sums (float64 for
+# float64 input) rather than the input's dtype, and a missing weight or bias
+# is allowed. The number of buffers (``ln_tutorial.variants.lock.group_size``) follows
+# the tutorial's heuristic, more for short rows, whose programs finish
 # quickly and would otherwise spend their time waiting: 256 up to 1024
-# values, 128 up to 4096, and 96 past that, where the tutorial drops to 64
-# past 8192.
-
-# ln_tutorial:source ln_tutorial.variants.lock.group_size
-# ln_tutorial:source ln_tutorial.variants.lock.layer_norm_bwd_lock_kernel
-
-# %%
-# The second stage reads the partial rows and adds them, always in the same
-# order. The partial rows of :math:`\nabla_w` and :math:`\nabla_b` are stacked
-# in one buffer, and the grid has two axes: a narrow slice of columns, and
-# which of the two gradients. The default backward below uses the same kernel.
-
-# ln_tutorial:source ln_tutorial.kernels.add_partial_rows
-# ln_tutorial:source ln_tutorial.kernels.partial_sum_kernel
-
-# %%
+# values, 128 up to 4096, and 96 past that. A second kernel,
+# ``ln_tutorial.kernels.partial_sum_kernel``, adds the buffers in a fixed
+# order; the default backward uses it too.
+#
 # On a GPU, two calls of the lock backward on the same data give different
 # :math:`\nabla_w`. (The interpreter runs programs one after another, always
 # in the same order, so on a CPU the runs agree and the race for the locks
@@ -91,64 +97,51 @@ dw_exact = layer_norm_backward_reference(dy, x.detach(), w.detach())[1]
 print(f"lock strategy, dw: relative error {relative_error(runs[0], dw_exact):.1e}")
 
 # %%
-# Tiles, stages and reloads: the default kernel
-# ---------------------------------------------
+# How does one program keep enough loads in flight?
+# -------------------------------------------------
 #
-# *When it matters:* every row that fits in registers (up to 32 KB). The
-# default kernel gives each program a contiguous range of rows and walks it
-# ``BLOCK_M`` rows at a time, so that short rows still put several kilobytes
-# in flight. Its helpers load a tile and return :math:`\hat{x}`,
-# :math:`\nabla_y` and :math:`w \nabla_y` in the compute precision, write a
-# tile's :math:`\nabla_x` while adding its terms to the running sums, and
-# write a program's partial row at the end:
+# *When it matters:* every row that fits in registers (up to 32 KB). As on
+# the second page, each program owns rows and keeps its partial sums of
+# :math:`\nabla_w` and :math:`\nabla_b` in registers. The
+# default kernel, ``ln_tutorial.kernels.layer_norm_bwd_persistent_kernel``,
+# gives each program a contiguous range of rows and walks it ``BLOCK_M``
+# rows at a time, so that short rows still put several kilobytes in flight.
+# ``load_tile`` returns a tile's :math:`\hat{x}`, :math:`\nabla_y` and
+# :math:`w \nabla_y` in the compute precision; ``store_dx_and_accumulate``
+# writes its :math:`\nabla_x` and adds it to the running sums. The loop:
 
-# ln_tutorial:source ln_tutorial.kernels.reciprocal
-# ln_tutorial:source ln_tutorial.kernels.tile_terms
-# ln_tutorial:source ln_tutorial.kernels.load_tile
-# ln_tutorial:source ln_tutorial.kernels.store_dx_and_accumulate
-# ln_tutorial:source ln_tutorial.kernels.store_partial_row
-# ln_tutorial:source ln_tutorial.kernels.layer_norm_bwd_persistent_kernel
+# ln_tutorial:source ln_tutorial.kernels.layer_norm_bwd_persistent_kernel from "row_begin = pid" to "store_partial_row(PARTIAL"
 
 # %%
-# Compared with the plain kernel, ``dw_acc`` and ``db_acc`` are ``BLOCK_M``
-# by ``BLOCK_N`` tiles of running sums, and three details come from
-# measurements on an H100:
+# Three details come from measurements on an H100:
 #
-# * The loop is a ``tl.range(..., num_stages=NUM_STAGES)`` rather than a
-#   plain ``range``: with more than one stage, Triton issues the loads of the
-#   next tiles while the current one is still being reduced and stored, so
-#   the memory system always has requests in flight. Rows of 2 to 16 KB
-#   gain the most from it.
+# * The loop is a ``tl.range(..., num_stages=NUM_STAGES)``: with more than
+#   one stage, Triton issues the loads of the next tiles while the current
+#   one is still being reduced and stored.
 #
-# * The weight is loaded again for every tile (it comes from L1) instead of
-#   once before the loop: a copy held in registers for the whole loop made
-#   32 KB rows spill. For those rows even that is not enough: with
-#   ``RELOAD`` the kernel reads the tile a second time after the sums, from
-#   L2 (the first read asks L2 to keep it, the second lets it go). On
-#   narrower rows the second read only costs time, so the table turns it on
-#   for 32 KB rows alone.
+# * The weight is loaded again for every tile (it comes from L1): held in
+#   registers for the whole loop, it made 32 KB rows spill. For those rows
+#   even that is not enough: with ``RELOAD`` the kernel reads the tile a
+#   second time after the sums, from L2 (the first read asks L2 to keep it,
+#   the second lets it go). On narrower rows the second read only costs
+#   time, so the table turns it on for 32 KB rows alone.
 #
 # * With ``TAIL_N`` the kernel holds a padded row as two tiles: a float16 row
 #   of 9216 values becomes 8192 + 1024 columns instead of one 16384-wide
-#   tile, 44 % of whose lanes would idle. ``TAIL_N`` is a compile-time
-#   constant, so for ``TAIL_N = 0`` the ``if`` blocks vanish.
+#   tile. ``TAIL_N`` is a compile-time constant, so for ``TAIL_N = 0`` the
+#   ``if`` blocks vanish.
 #
-# The launch table and its model
-# ------------------------------
+# Which tile for which row?
+# -------------------------
 #
-# The table gives, by padded row size in bytes: rows per loop step, warps,
-# programs per SM, stages and reload. The model is the forward's with two
-# changes. The backward holds more per column (:math:`\hat{x}`,
-# :math:`w \nabla_y` and two running sums, in float32), so fewer values fit
-# per thread. And its grid is *persistent*: programs per SM times the number
-# of SMs, one wave by construction, each program looping over its rows. Its
-# bytes in flight per program are ``BLOCK_M`` rows times the stages, in two
-# tensors. The H100's table (``ln_tutorial/data/tuning/``), computed in
-# float16:
-
-# ln_tutorial:source ln_tutorial.tuning.BackwardConfig
-
-# %%
+# A launch table gives, by padded row size in bytes, the fields of
+# ``ln_tutorial.tuning.BackwardConfig``: rows per loop step, warps, programs
+# per SM, stages and reload. The model is the forward's with two changes.
+# The backward holds more per column (:math:`\hat{x}`, :math:`w \nabla_y`
+# and two running sums, in float32), so fewer values fit per thread. And its
+# grid is *persistent*: programs per SM times the number of SMs, one wave,
+# each program looping over its rows. The H100's table
+# (``ln_tutorial/data/tuning/``), computed in float16:
 
 table = tuning.load("nvidia-h100-80gb-hbm3")
 print(f"{'row bytes':>9} {'BLOCK_M':>8} {'warps':>6} {'per SM':>7} {'stages':>7} {'reload':>7} "
@@ -162,185 +155,146 @@ for row_bytes, cfg in table.backward.items():
 # %%
 # Every row size runs one program per SM. Rows of 2 and 4 KB take four rows
 # per step, 8 KB rows two and wider rows one; 2 KB rows keep four tiles in
-# flight, the wider ones three, and 32 KB rows one, reloading. The choice for
-# a given row length:
-
-# ln_tutorial:source ln_tutorial.launch.backward_config
-# ln_tutorial:source ln_tutorial.launch._backward_config
-# ln_tutorial:source ln_tutorial.launch.backward_grid
-
-# %%
-# One launch instead of two
-# ~~~~~~~~~~~~~~~~~~~~~~~~~
+# flight, the wider ones three, and 32 KB rows one, reloading.
+# ``ln_tutorial.launch.backward_config`` picks the entry for a row length,
+# and ``ln_tutorial.explain`` says which one and why.
 #
-# *When it matters:* inputs up to ``MAX_BYTES`` (64 MB), where the GPU
-# finishes before the host could launch a second kernel. This is a variant,
-# ``ln_tutorial/variants/one_launch.py``.
-# On a small input the persistent kernel is done in a few microseconds, and
-# the GPU then waits for the host to launch the second stage: launching a
-# kernel from Python costs tens of microseconds (the performance notes
-# measure it). Up to ``MAX_BYTES`` of input the same programs
-# therefore add up the partial rows themselves. They may only start once every
-# program has written its partial row, so they first wait at a grid-wide
-# barrier: each program adds one to a counter; the last to arrive resets the
-# counter for the next launch and moves a generation number on, and the
-# others spin until they see the new generation.
+# How can the same programs add up the partial rows?
+# --------------------------------------------------
+#
+# *When it matters:* inputs up to ``MAX_BYTES`` (64 MB), in the variant
+# ``ln_tutorial/variants/one_launch.py``. On a small input the persistent
+# kernel finishes before the host has launched the second stage, and the GPU
+# waits for it. So up to ``MAX_BYTES`` the same programs add up the partial
+# rows themselves, once every program has written its own: they first wait
+# at a grid-wide barrier. Each program adds one to a counter; the last to
+# arrive resets the counter for the next launch and moves a generation
+# number on, and the others spin until they see the new generation.
 
 # ln_tutorial:source ln_tutorial.variants.one_launch.grid_barrier
 
 # %%
-# A barrier like this is only safe when every program of the grid is on the
-# GPU at the same time. Normally nothing promises that: programs that do not
-# fit wait until others finish, and here the others would wait for them
-# forever. A *cooperative* launch (Triton's ``launch_cooperative_grid=True``)
-# makes the promise, or fails when the grid is too large; ``layer_norm_backward``
-# then falls back to two launches, for this call and the later ones. The persistent grid has one or two programs per
-# SM, so on an H100 it always fits. Triton's interpreter runs the programs
-# one after another, so there the barrier would never open: it always takes
-# two launches. The kernel is the persistent kernel, called as a function,
-# followed by the barrier and a share of the second stage, in column blocks
-# wide enough that each program has about one:
+# The barrier needs every program of the grid on the GPU at once: a
+# *cooperative* launch (Triton's ``launch_cooperative_grid=True``) promises
+# it, or fails when the grid is too large; the package then remembers the
+# refusal and takes two launches for that configuration. The interpreter runs
+# the programs one after another, so there the barrier would never open: it
+# always takes two launches. The kernel is the persistent kernel, called as
+# a function, then the barrier and a share of the second stage:
 
-# ln_tutorial:source ln_tutorial.variants.one_launch.layer_norm_bwd_one_launch_kernel
-# ln_tutorial:source ln_tutorial.variants.one_launch.reduce_blocks
+# ln_tutorial:source ln_tutorial.variants.one_launch.layer_norm_bwd_one_launch_kernel from "layer_norm_bwd_persistent_kernel("
 
 # %%
-# The barrier's two counters live on the GPU between launches, one pair per
-# stream: launches on one stream run one after another and each leaves the
-# pair ready for the next; two streams could overlap, so they get a pair each.
-
-# ln_tutorial:source ln_tutorial.variants.one_launch.grid_barrier_state
-
-# %%
-# Past ``MAX_BYTES`` the GPU's work is longer than the host's, and
-# two launches measured slightly faster. The partial rows are the same either
-# way; the one-launch kernel adds them in wider blocks, so
-# :math:`\nabla_w` and :math:`\nabla_b` can differ from the two-launch sums in
-# the last bit, while :math:`\nabla_x` is identical. Each path, run again,
+# The barrier's two counters stay on the GPU between launches, one pair per
+# stream (``grid_barrier_state``): launches on a stream run one after
+# another, and each leaves the pair ready for the next. Past ``MAX_BYTES``
+# two launches measured slightly faster. The partial rows are the same
+# either way; the one-launch kernel adds them in wider blocks, so
+# :math:`\nabla_w` and :math:`\nabla_b` can differ from the two-launch sums
+# in the last bit, while :math:`\nabla_x` is identical. Each path, run again,
 # gives the same bits.
 #
-# Rows too wide for one program
-# -----------------------------
+# How do several programs share a row?
+# ------------------------------------
 #
-# *When it matters:* rows of more than 32 KB (hidden sizes of 16384
-# half-precision values and more).
-# Past ``MAX_FUSED_BWD_BYTES`` of input (32 KB: the backward holds two rows
-# and the partial sums, so its limit is lower than the forward's) a row and
-# its :math:`\nabla_w`, :math:`\nabla_b` partial sums no longer fit in one
-# SM's registers. One way out is to loop: a :math:`\nabla_x` kernel that
-# sweeps each row twice, like the wide forward, and a separate kernel for the
-# partial rows on a (column block, row group) grid. That reads :math:`x` and
-# :math:`\nabla_y` twice from memory, 5 units of traffic where 3 are needed:
-# about half of copy speed. Half-precision and float32 rows take another way
-# (float64 rows loop, because the trade below carries float32 sums), in a
-# variant (``ln_tutorial/variants/split.py``): ``SPLIT`` programs share each row, each holding ``BLOCK_N`` of its columns (and their
-# partial sums) for all the rows of its group. Only :math:`c_1` and
-# :math:`c_2` need the whole row, and they are sums: each program adds its
-# part, writes it to global memory, and reads the others' parts.
+# *When it matters:* rows of more than 32 KB, and by the table's choice
+# half-precision rows of 12289 to 16384 values. A row and its partial sums no
+# longer fit in one SM's registers. The looped kernels
+# (``layer_norm_bwd_dx_looped_kernel`` and ``layer_norm_bwd_dwdb_kernel``)
+# read :math:`x` and :math:`\nabla_y` twice from memory. Half-precision and
+# float32 rows take the variant ``ln_tutorial/variants/split.py`` instead:
+# ``SPLIT`` programs share each row, each holding ``BLOCK_N`` of its columns
+# (and their partial sums) for all the rows of its group. Only :math:`c_1`
+# and :math:`c_2` need the whole row, and they are sums: each program adds
+# its part, writes it to global memory, and reads the others' parts. (float64
+# rows loop, because the trade carries float32 sums.)
 #
-# The trade must be cheap, because it happens once per row. Each part of a
-# sum travels in one 64-bit word together with a "written" flag in its upper
-# half, and the word is written atomically: a program that reads the flag
-# reads the sum with it, so there is no flag to order against the data, no
-# fence and no barrier. (Which flag counts as "written" is the subject of the
-# next cell.)
-# And each program publishes a tile's sums one tile before it needs the
-# others': while they catch up, it is loading and summing its next tile. Those
-# loads come from L2, because one step earlier the program asked L2 for them
-# with a PTX prefetch (Triton's inline assembly): nothing is held in
-# registers for it and nothing waits on it (``prefetch_rows``, shown on
-# `the forward at full speed <04_forward_advanced.html>`_). The interpreter
-# has no PTX, so there ``PREFETCH`` is off.
-#
-# The two sums of a part are independent, but two ``tl.sum`` calls would each
-# end in their own exchange between warps, through shared memory and a
-# barrier. ``tl.reduce`` takes a tuple and a combine function (``add_pair``)
-# and exchanges both at once.
+# The trade happens once per row, so it must be cheap. Each part of a sum
+# travels in one 64-bit word with a "written" flag in its upper half, and the
+# word is written atomically: a program that reads the flag reads the sum
+# with it, so there is no flag to order against the data, no fence and no
+# barrier. The two sums go through one ``tl.reduce`` with a combine function
+# (``add_pair``), which exchanges both between warps at once where two
+# ``tl.sum`` calls would exchange twice.
 
-# ln_tutorial:source ln_tutorial.variants.split.load_raw_tile
-# ln_tutorial:source ln_tutorial.variants.split.add_pair
 # ln_tutorial:source ln_tutorial.variants.split.written_record
-# ln_tutorial:source ln_tutorial.variants.split.publish_row_sums
-# ln_tutorial:source ln_tutorial.variants.split.whole_row_sums
-# ln_tutorial:source ln_tutorial.variants.prefetch.prefetch_tile
-# ln_tutorial:source ln_tutorial.variants.split.layer_norm_bwd_split_kernel
+# ln_tutorial:source ln_tutorial.variants.split.publish_row_sums from "record = RECORDS"
 
 # %%
-# On a GPU the split kernel ends like the one-launch persistent kernel: a
-# grid-wide barrier, then each program adds up a share of the partial rows.
-# The barrier's generation number, which moves on once per launch, also gives
-# each launch its own "written" flag: the generation plus one, read by every
-# program before any can pass the barrier that changes it. A record left by
-# an earlier launch carries an earlier flag and does not count, so the
-# records need no zeroing: they are kept per stream, next to the barrier
-# (for the ``STATE_STREAMS`` most recently used streams; the C++ node keeps
-# a barrier and records of its own for each kind of call), and zeroed
-# only when a call needs more of them, or after
-# ``RECORDS_LIFETIME`` launches, long before the generation (counted
-# modulo :math:`2^{31}`) could come round to an old flag. Two launches and a
-# zero-filled buffer for each call measured slower at the widest shapes on
-# the H100. In the interpreter the flag is 1,
-# the records are zeroed for each call and a second kernel adds the partial
-# rows.
+# A program that needs the whole-row sums polls the records with volatile
+# loads (from L2 every time) until every part carries this launch's flag, and
+# adds the parts in the same order in every program:
 
-# ln_tutorial:source ln_tutorial.variants.split.RECORDS_LIFETIME
-# ln_tutorial:source ln_tutorial.variants.split.STATE_STREAMS
-# ln_tutorial:source ln_tutorial.variants.split.records_state
+# ln_tutorial:source ln_tutorial.variants.split.whole_row_sums from "parts = tl.arange"
 
 # %%
-# The programs of a group wait for each other, so all of them must be resident
-# at once: the launch is cooperative, and a grid that does not fit is refused
-# by the driver rather than left to hang. When the package chose the
-# configuration, a refusal (or a row with more parts than the GPU holds
-# programs) sends the call to the configuration it would take without shared
-# rows: the looped kernels, or one 16384-wide tile for padded half-precision
-# rows. The interpreter runs programs one after another, so a program
-# would wait forever for a later one: there each row has one part.
+# Each program publishes a tile's sums one tile before it needs the others':
+# while they catch up, it is loading and summing its next tile. Those loads
+# come from L2: one step earlier, ``prefetch_tile`` asked L2 for them with a
+# PTX prefetch in Triton's inline assembly
+# (``ln_tutorial.variants.prefetch.prefetch_to_l2``), which holds no
+# registers and is never waited on. The interpreter has no PTX, so there
+# ``PREFETCH`` is off. The loop of
+# ``ln_tutorial.variants.split.layer_norm_bwd_split_kernel``:
+
+# ln_tutorial:source ln_tutorial.variants.split.layer_norm_bwd_split_kernel from "rows = row_begin + tl.arange" to "x, dy, rows, row_mask, mask = x_next"
+
+# %%
+# On a GPU the split kernel then ends like the one-launch kernel: a grid-wide
+# barrier, and each program adds up a share of the partial rows. The
+# barrier's generation number, plus one, is also the launch's "written" flag:
+# every program reads it before any can pass the barrier that moves it on.
+# Records left by earlier launches carry earlier flags, so they need no
+# zeroing for each call (``records_state`` keeps them per stream, next to the
+# barrier). In the interpreter the flag is 1, the records are zeroed for
+# each call and a second kernel adds the partial rows.
+#
+# The programs of a group wait for each other, so the launch is cooperative.
+# When the package chose the configuration, a refusal (or a row with more
+# parts than the GPU holds programs) sends the call to the configuration
+# without shared rows (``ln_tutorial.variants.split.fit``): the looped
+# kernels, or one 16384-wide tile for padded half-precision rows. In the
+# interpreter, where a program would wait forever for a later one, each row
+# has one part.
 #
 # How wide a part? Narrow parts put more programs on each row and fewer
 # columns in each program's registers. On the H100 parts of 2048 columns won
-# (the table's ``backward_split`` entries, one per element size).
-# *What did not pay:* parts of 4096 columns for half-precision rows wider
-# than 32768 values gained under 5 %, the spread of two recordings of the
-# same code, so the package keeps one part width.
-
-# ln_tutorial:source ln_tutorial.variants.split.fit
-# ln_tutorial:source ln_tutorial.variants.one_launch.remember_refusal
-
-# %%
+# (the table's ``backward_split`` entries, one per element size). Wider parts
+# for the widest half-precision rows gained less than two recordings of the
+# same code differ (the performance notes list them with the other variants
+# that did not pay), so the package keeps one part width.
 
 for size, cfg in table.backward_split.items():
     print(f"{size}-byte values: parts of {cfg.block_n} columns, {cfg.num_warps} warps, "
           f"{cfg.programs_per_sm} programs per SM ({table.evidence[('backward_split', size)]})")
 
 # %%
-# The C++ autograd node
-# ---------------------
+# Why is there a C++ autograd node?
+# ---------------------------------
 #
 # *When it matters:* small inputs, where the host's time per call is longer
-# than the kernels'. ``layer_norm`` is differentiated by PyTorch's autograd
-# engine, which calls the backward on a thread of its own; a backward written
-# in Python pays for its Python there. So for the common call (a CUDA tensor
-# with contiguous rows) ``layer_norm`` runs in C++
+# than the kernels'. PyTorch's autograd engine calls the backward on a thread
+# of its own, and a backward written in Python pays for its Python there. So
+# for the common call (a CUDA tensor with contiguous rows) ``layer_norm``
+# runs in C++
 # (``ln_tutorial/variants/csrc/layer_norm.cpp``, loaded by
 # ``ln_tutorial/variants/native.py`` and compiled on first use): it launches
 # the forward kernel and gives the output a small autograd node that launches
 # these same compiled kernels where a weight or a bias is given; anything
 # else (the looped kernels, a strided gradient, double backward, another
-# stream) it hands back to ``layer_norm_backward``.
-# The results are the same bits either way.
+# stream) it hands back to ``layer_norm_backward``. The results are the same
+# bits either way.
 #
-# ``layer_norm_backward`` ties it together: the lock kernel, the persistent
-# kernel in one launch or two, the split kernel, or the looped kernels. With
-# ``ln_tutorial.use_variants(False)`` (or ``LN_TUTORIAL_VARIANTS=0``) it takes
-# the default kernels alone.
-
-# ln_tutorial:source ln_tutorial.launch.layer_norm_backward
-
-# %%
-# Here is what the default picks for a few row lengths (``ln_tutorial.explain``
-# says it for one shape, with the reason), and a last check: the default
-# backward against the plain one of the second page.
+# Which path does a call take?
+# ----------------------------
+#
+# ``ln_tutorial.launch.layer_norm_backward`` chooses: the lock kernel, the
+# persistent kernel in one launch or two, the split kernel, or the looped
+# kernels. With ``ln_tutorial.use_variants(False)`` (or
+# ``LN_TUTORIAL_VARIANTS=0``) it takes the default kernels alone. Here is
+# what the default picks for a few row lengths (``ln_tutorial.explain`` says
+# it for one shape, with the reason), and a last check: the default backward
+# against the plain one of the second page.
 
 print(f"{'N':>7} {'dtype':>9} {'BLOCK_M':>8} {'BLOCK_N':>8} {'warps':>6} {'per SM':>7} {'stages':>7} "
       f"{'reload':>7} {'TAIL_N':>7} {'looped':>7} {'split':>6}")

@@ -27,6 +27,20 @@ Only a marker alone on its line is expanded; it must sit in a code cell (not
 in a ``# %%`` text block). The names it may point to are top-level functions,
 classes and assignments of a module in the ``ln_tutorial`` package; the comment
 lines directly above the object come with it.
+
+A function can also be shown in part, where the lines that teach the idea are
+a few of many::
+
+    # ln_tutorial:source ln_tutorial.variants.lock.layer_norm_bwd_lock_kernel from "group = row" to "atomic_xchg(lock, 0)"
+
+shows its decorators, its ``def`` line with the parameters on as few lines as
+fit, and the lines of its body from the one line that contains the ``from``
+text to the first line from there on that contains the ``to`` text (without
+``to``, to the end of the function); ``...`` stands for the lines left out.
+The texts are matched in the current source, so an excerpt that no longer
+matches fails the build instead of showing other lines. The excerpt must be
+valid Python (it starts at the body's indentation), and executing it defines
+a function that the script never calls.
 """
 
 from __future__ import annotations
@@ -41,6 +55,11 @@ from pathlib import Path
 
 #: A marker: the whole line, optionally indented, naming ``module.object``.
 MARKER = re.compile(r"^(?P<indent>[ \t]*)# ln_tutorial:source (?P<target>[\w.]+)[ \t]*$", re.M)
+#: An excerpt marker: ``module.function from "text" to "text"`` (``to`` is optional).
+EXCERPT = re.compile(
+    r'^(?P<indent>[ \t]*)# ln_tutorial:source (?P<target>[\w.]+) from "(?P<start>[^"]+)"(?: to "(?P<end>[^"]+)")?[ \t]*$',
+    re.M,
+)
 
 _REPO = Path(__file__).resolve().parents[2]
 
@@ -62,6 +81,12 @@ def module_file(module: str) -> Path:
 
 def object_source(target: str) -> tuple[str, Path, int]:
     """``(source, file, first line)`` of the top-level object ``module.name``."""
+    source, path, first, _ = _object(target)
+    return source, path, first
+
+
+def _object(target: str):
+    """``(source, file, first line, ast node)`` of the top-level object ``module.name``."""
     module, _, name = target.rpartition(".")
     path = module_file(module)
     text = path.read_text(encoding="utf-8")
@@ -79,8 +104,59 @@ def object_source(target: str) -> tuple[str, Path, int]:
             # Comment lines directly above belong to the object (they explain a table, say).
             while first > 1 and lines[first - 2].lstrip().startswith("#"):
                 first -= 1
-            return "\n".join(lines[first - 1 : node.end_lineno]), path, first
+            return "\n".join(lines[first - 1 : node.end_lineno]), path, first, node
     raise LookupError(f"{target}: no top-level def, class or assignment named {name!r} in {path}")
+
+
+def object_excerpt(target: str, start: str, end: str | None = None, width: int = 100) -> tuple[str, Path]:
+    """``(excerpt, file)``: the function ``module.name`` shown in part (see the module docstring)."""
+    _, path, _, node = _object(target)
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        raise LookupError(f"{target}: an excerpt needs a function")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    body_first = node.body[0].lineno  # the docstring, or the first statement
+    body = range(body_first, node.end_lineno + 1)  # 1-based line numbers
+    hits = [n for n in body if start in lines[n - 1]]
+    if len(hits) != 1:
+        raise LookupError(f"{target}: {len(hits)} lines contain {start!r}; an excerpt starts at exactly one")
+    begin = hits[0]
+    stop = node.end_lineno
+    if end is not None:
+        after = [n for n in range(begin, node.end_lineno + 1) if end in lines[n - 1]]
+        if not after:
+            raise LookupError(f"{target}: no line from {start!r} on contains {end!r}")
+        stop = after[0]
+    decorators = [lines[d.lineno - 1].strip() for d in node.decorator_list]
+    args = node.args
+    if args.posonlyargs or args.vararg or args.kwonlyargs or args.kwarg:  # one piece, as ast writes it
+        params = [ast.unparse(args)]
+    else:
+        params = [ast.unparse(a) for a in args.args]
+        for i, default in enumerate(args.defaults):
+            params[len(params) - len(args.defaults) + i] += f"={ast.unparse(default)}"
+    header, line = [], f"def {node.name}("
+    for i, param in enumerate(params):
+        piece = param + (", " if i < len(params) - 1 else "):")
+        if len(line) + len(piece.rstrip()) > width and line.strip() != f"def {node.name}(":
+            header.append(line.rstrip())
+            line = "        "
+        line += piece
+    header.append(line if params else f"def {node.name}():")
+    shown = lines[begin - 1 : stop]
+    indent = re.match(r"[ \t]*", lines[body_first - 1]).group()
+    out = decorators + header
+    if begin > body_first:
+        out.append(indent + "...")
+    out += shown
+    if stop < node.end_lineno:
+        out.append(indent + "...")
+    excerpt = "\n".join(out)
+    try:
+        compile(excerpt, f"{target} (excerpt)", "exec")
+    except SyntaxError as error:
+        raise LookupError(f"{target}: the excerpt from {start!r} is not valid Python ({error.msg}): "
+                          "start and end it at the body's indentation") from error
+    return excerpt, path
 
 
 def expand_text(text: str) -> str:
@@ -94,9 +170,18 @@ def expand_text(text: str) -> str:
         body = header + source
         return "\n".join(indent + line if line else line for line in body.splitlines())
 
+    def replace_excerpt(match: re.Match) -> str:
+        target, indent = match["target"], match["indent"]
+        excerpt, path = object_excerpt(target, match["start"], match["end"])
+        rel = path.relative_to(path.parents[1]).as_posix()
+        header = (f"# From {rel}: part of the package's own {target.rpartition('.')[2]}, inserted when this "
+                  "file was generated.\n")
+        body = header + excerpt
+        return "\n".join(indent + line if line else line for line in body.splitlines())
+
     # Two blank lines between the objects of consecutive markers, as between definitions.
-    text = re.sub(r"^([ \t]*# ln_tutorial:source [\w.]+[ \t]*)\n(?=[ \t]*# ln_tutorial:source )", r"\1\n\n\n", text, flags=re.M)
-    return MARKER.sub(replace, text)
+    text = re.sub(r"^([ \t]*# ln_tutorial:source [^\n]*)\n(?=[ \t]*# ln_tutorial:source )", r"\1\n\n\n", text, flags=re.M)
+    return EXCERPT.sub(replace_excerpt, MARKER.sub(replace, text))
 
 
 def expand_examples(src: Path, dst: Path, code_catalogs: Path | None = None) -> list[Path]:
