@@ -252,7 +252,7 @@ for row_bytes, cfg in table.backward.items():
 # The programs of a group wait for each other, so the launch is cooperative.
 # When the package chose the configuration, a refusal (or a row with more
 # parts than the GPU holds programs) sends the call to the configuration
-# without shared rows (``ln_tutorial.variants.split.fit``): the looped
+# without shared rows (``ln_tutorial.launch.backward_choice``): the looped
 # kernels, or one 16384-wide tile for padded half-precision rows. In the
 # interpreter, where a program would wait forever for a later one, each row
 # has one part.

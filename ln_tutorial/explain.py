@@ -8,7 +8,7 @@ import torch
 from ln_tutorial import launch, variants
 from ln_tutorial.launcher import INTERPRET
 from ln_tutorial.tuning import table_for
-from ln_tutorial.variants import native, one_launch, split
+from ln_tutorial.variants import native, one_launch
 
 
 class Explanation(str):
@@ -40,11 +40,8 @@ def explain(
         index = torch.cuda.current_device()
     table, size = table_for(index), dtype.itemsize
     forward = launch._forward_config(n, size, index, variants.ENABLED)
-    backward = launch._backward_config(n, size, index, variants.ENABLED)
+    backward = launch.backward_choice(n, size, index, variants.ENABLED)
     fwd, bwd = forward.config, backward.config
-    if bwd.split:  # as the backward fits it: where the grid cannot be resident, rows not shared
-        bwd = split.fit(bwd, n, size, index, chosen=True)
-        backward = backward if bwd.split else launch._backward_config(n, size, index, False)
     fwd_kernel = launch.forward_launcher(fwd, dtype).kernel.__name__
     if bwd.split:
         bwd_kernels = ["layer_norm_bwd_split_kernel (variants.split)"]

@@ -70,7 +70,16 @@ def backward_config(n: int, element_size: int, device: int = -1, share_rows: boo
 
     ``share_rows=False``: one whose programs do not share rows (no split variant).
     """
-    return _backward_config(n, element_size, device, share_rows and variants.ENABLED).config
+    return backward_choice(n, element_size, device, share_rows and variants.ENABLED).config
+
+
+def backward_choice(n: int, element_size: int, device: int, share_rows: bool) -> Choice:
+    """The table's choice, unless it shares rows among more programs than can be resident on the
+    GPU (or whose launch was refused): then the choice without shared rows."""
+    choice = _backward_config(n, element_size, device, share_rows)
+    if choice.config.split and not split.fits(choice.config, n, device):
+        return _backward_config(n, element_size, device, False)
+    return choice
 
 
 @functools.lru_cache(maxsize=None)
@@ -257,9 +266,7 @@ def layer_norm_backward(
         return dx, dw, db
     device = x.get_device()
     use_variants = variants.ENABLED and not traced
-    cfg = config or _backward_config(n, x.element_size(), device, use_variants).config
-    if cfg.split:
-        cfg = split.fit(cfg, n, x.element_size(), device, chosen=config is None)
+    cfg = config or backward_choice(n, x.element_size(), device, use_variants).config
     plan = backward_plan(m, n, x.dtype, device, cfg, weight is not None, bias is not None, use_variants)
     # Only what the first launch needs comes before it: every microsecond of
     # Python before it is a microsecond the GPU may wait.

@@ -297,12 +297,15 @@ def test_refused_split_falls_back_to_rows_not_shared(n, dtype):
     shared = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
     one_launch.refused.add((device, cfg))
     try:
-        fallback = split.fit(cfg, n, dtype.itemsize, device, chosen=True)
+        assert not split.fits(cfg, n, device)
+        fallback = launch.backward_config(n, dtype.itemsize)
         assert fallback == launch.backward_config(n, dtype.itemsize, share_rows=False)
         assert not fallback.split and fallback.looped == (dtype == torch.float32)
         launch.backward_plan.cache_clear()
         unshared = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
-        assert split.fit(cfg, n, dtype.itemsize, device, chosen=False) == cfg  # the caller's, kept
+        # a configuration the caller gives is launched as given (here the refusal was only recorded)
+        given = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
+        assert all(torch.equal(a, b) for a, b in zip(shared, given))
     finally:
         one_launch.refused.discard((device, cfg))
         launch.backward_plan.cache_clear()

@@ -138,8 +138,6 @@ def _backward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_d
     if weight_dtype is None and bias_dtype is None:
         return None
     cfg = launch.backward_config(n, dtype.itemsize, device)
-    if cfg.split:
-        cfg = split.fit(cfg, n, dtype.itemsize, device, chosen=True)
     if cfg.looped:  # three launches, and the GPU rather than the host decides there
         return None
     plan = launch.backward_plan(m, n, dtype, device, cfg, weight_dtype is not None, bias_dtype is not None, True)
@@ -151,7 +149,7 @@ def _backward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_d
     # dy and dx stand in as x, the partial rows as the statistics; dy is contiguous (the node checks)
     args = launch.backward_arguments(x, x, _stand_in(weight_dtype, device), stats, stats, x, n, row_stride, m, n)
     args.update(PARTIAL=stats, OUT0=grads[0], OUT1=grads[-1], BARRIER=barrier, RECORDS=records,
-                rows_per_program=plan.rows_per_program, rows_per_group=plan.rows_per_program, P=plan.programs)  # fmt: skip
+                rows_per_program=plan.rows_per_program, P=plan.programs)  # fmt: skip
     names = extension().BACKWARD_ARGUMENTS
     reduce = None
     if plan.reduce is not None:

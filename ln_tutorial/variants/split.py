@@ -26,39 +26,37 @@ from ln_tutorial.variants.one_launch import grid_barrier
 from ln_tutorial.variants.prefetch import prefetch_tile
 
 
-def fit(cfg, n: int, element_size: int, device: int, chosen: bool):
-    """``cfg`` made to fit: where its programs cannot all be resident, the configuration without
-    shared rows (the 16384-wide tile for a padded half-precision row, else the looped kernels).
-
-    ``chosen``: the package chose ``cfg``, so it may change it; a configuration
-    the caller gave is kept, and a grid too large fails at the launch.
-    The interpreter runs programs one after another, so a program would wait
-    forever for a later one: there each row has a single part.
+def fits(cfg, n: int, device: int) -> bool:
+    """Whether every program of ``cfg`` can be resident at once on ``device``: no more parts in a
+    row than the GPU holds programs, and no refusal of its cooperative launch so far. Where not,
+    ``launch.backward_config`` takes the configuration without shared rows instead.
+    In the interpreter a row has a single part (see :func:`plan`): it always fits.
     """
     if INTERPRET:
-        return cfg._replace(block_n=launch.next_power_of_2(n))
+        return True
     too_many = launch.cdiv(n, cfg.block_n) > sm_count(device) * cfg.programs_per_sm
-    if chosen and (too_many or (device, cfg) in one_launch.refused):
-        return launch.backward_config(n, element_size, device, share_rows=False)
-    return cfg
+    return not too_many and (device, cfg) not in one_launch.refused
 
 
 def plan(m: int, n: int, compute, device: int, cfg, has_dw: bool, has_db: bool) -> tuple:
     """The fields of a ``launch.BackwardPlan``: groups of ``parts`` programs, each group a band of rows."""
-    parts = launch.cdiv(n, cfg.block_n)
+    # The interpreter runs programs one after another, so a program would wait forever for
+    # a later one: there each row has a single part.
+    block_n = launch.next_power_of_2(n) if INTERPRET else cfg.block_n
+    parts = launch.cdiv(n, block_n)
     groups = max(1, sm_count(device) * cfg.programs_per_sm // parts)
-    rows_per_group = launch.cdiv(launch.cdiv(m, groups), cfg.block_m) * cfg.block_m
-    programs = launch.cdiv(m, rows_per_group)
+    rows_per_program = launch.cdiv(launch.cdiv(m, groups), cfg.block_m) * cfg.block_m  # a group's rows
+    programs = launch.cdiv(m, rows_per_program)
     gpu_only = {} if INTERPRET else {"launch_cooperative_grid": True, "maxnreg": registers(cfg)}
     reduce_meta = one_launch.reduce_blocks(n, has_dw + has_db, programs * parts, programs, cfg.num_warps)
     main = launcher(
         layer_norm_bwd_split_kernel, HAS_DW=has_dw, HAS_DB=has_db, SPLIT=parts,
-        SPLIT_BLOCK=launch.next_power_of_2(parts), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, COMPUTE=compute,
-        PREFETCH=not INTERPRET and cfg.block_n >= 16, ONE_LAUNCH=not INTERPRET, num_warps=cfg.num_warps,
+        SPLIT_BLOCK=launch.next_power_of_2(parts), BLOCK_M=cfg.block_m, BLOCK_N=block_n, COMPUTE=compute,
+        PREFETCH=not INTERPRET and block_n >= 16, ONE_LAUNCH=not INTERPRET, num_warps=cfg.num_warps,
         **reduce_meta, **gpu_only,
     )  # fmt: skip
     reduce = launch.reduce_launcher(programs) if INTERPRET else None
-    return programs, rows_per_group, parts, main, None, reduce
+    return programs, rows_per_program, parts, main, None, reduce
 
 
 def run(plan, args: dict, params: list, device: int, cfg):
@@ -71,7 +69,7 @@ def run(plan, args: dict, params: list, device: int, cfg):
         grads, barrier = None, None
         records = torch.zeros((m, plan.parts, 2), dtype=torch.int64, device=args["X"].device)
     outs = grads or [args["DX"]]  # (no gradient to add up: the kernel writes none)
-    args.update(OUT0=outs[0], OUT1=outs[-1], BARRIER=barrier, RECORDS=records, rows_per_group=plan.rows_per_program)
+    args.update(OUT0=outs[0], OUT1=outs[-1], BARRIER=barrier, RECORDS=records)
     try:
         plan.main((plan.programs * plan.parts,), args)
     except RuntimeError as error:
@@ -239,7 +237,7 @@ def layer_norm_bwd_split_kernel(
     stride_dx,  # elements between two rows of DX
     M,  # number of rows
     N,  # number of columns
-    rows_per_group,  # each group of SPLIT programs owns this many consecutive rows, a multiple of BLOCK_M
+    rows_per_program,  # each program holds its part of this many consecutive rows (its group's), a multiple of BLOCK_M
     HAS_DW: tl.constexpr,  # the layer norm has a weight: write dW partial rows
     HAS_DB: tl.constexpr,  # the layer norm has a bias: write dB partial rows
     SPLIT: tl.constexpr,  # programs sharing each row: cdiv(N, BLOCK_N)
@@ -285,8 +283,8 @@ def layer_norm_bwd_split_kernel(
     w = tl.load(W + cols, mask=col_mask, other=0.0) if W is not None else None  # the same columns in every tile
     dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=COMPUTE)
     db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=COMPUTE)
-    row_begin = group.to(tl.int64) * rows_per_group
-    row_end = tl.minimum(row_begin + rows_per_group, M)
+    row_begin = group.to(tl.int64) * rows_per_program
+    row_end = tl.minimum(row_begin + rows_per_program, M)
 
     rows = row_begin + tl.arange(0, BLOCK_M)
     x, dy, row_mask, mask = load_raw_tile(X, DY, rows, row_end, cols, col_mask, stride_x, stride_dy)

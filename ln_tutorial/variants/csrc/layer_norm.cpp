@@ -58,7 +58,7 @@ constexpr int kMaxArguments = 20;  // the most a kernel launched from here takes
 #define LN_FORWARD_ARGUMENTS(A) A(X) A(Y) A(W) A(B) A(MEAN) A(RSTD) A(stride_x) A(stride_y) A(M) A(N) A(eps) A(eps_lo)
 #define LN_BACKWARD_ARGUMENTS(A)                                                                               \
   A(DY) A(X) A(W) A(MEAN) A(RSTD) A(DX) A(PARTIAL) A(OUT0) A(OUT1) A(BARRIER) A(RECORDS) A(stride_dy) A(stride_x) \
-      A(stride_dx) A(M) A(N) A(rows_per_program) A(rows_per_group) A(P)
+      A(stride_dx) A(M) A(N) A(rows_per_program) A(P)
 #define LN_ENUM(name) name,
 #define LN_NAME(name) #name,
 namespace forward_argument {
@@ -299,7 +299,6 @@ struct LayerNormBackward : public torch::autograd::Node {
     values[arg::M] = uint64_t(m);
     values[arg::N] = uint64_t(n);
     values[arg::rows_per_program] = plan_->rows_per_program;
-    values[arg::rows_per_group] = plan_->rows_per_program;
     values[arg::P] = plan_->partial_rows;
     if (plan_->reduce) {
       check(plan_->kernel.launch(values.data(), plan_->stream, device, false), "launching the backward kernel");
