@@ -291,15 +291,15 @@ def test_refused_split_falls_back_to_rows_not_shared(n, dtype):
     """Where the driver refused the split kernel's grid (a share of the GPU taken, say), the
     package's choice becomes its configuration without shared rows, with the same results."""
     device = torch.empty(0, device=DEVICE).get_device()
-    cfg = launch.backward_config(n, dtype.itemsize)
+    cfg = launch.backward_config(n, dtype.itemsize, device)
     assert cfg.split
     x, dy, weight, bias, mean, rstd = _backward_inputs(64, n, dtype)
     shared = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
     one_launch.refused.add((device, cfg))
     try:
         assert not split.fits(cfg, n, device)
-        fallback = launch.backward_config(n, dtype.itemsize)
-        assert fallback == launch.backward_config(n, dtype.itemsize, share_rows=False)
+        fallback = launch.backward_config(n, dtype.itemsize, device)
+        assert fallback == launch.backward_config(n, dtype.itemsize, device, share_rows=False)
         assert not fallback.split and fallback.looped == (dtype == torch.float32)
         launch.backward_plan.cache_clear()
         unshared = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)

@@ -30,9 +30,10 @@ def fits(cfg, n: int, device: int) -> bool:
     """Whether every program of ``cfg`` can be resident at once on ``device``: no more parts in a
     row than the GPU holds programs, and no refusal of its cooperative launch so far. Where not,
     ``launch.backward_config`` takes the configuration without shared rows instead.
-    In the interpreter a row has a single part (see :func:`plan`): it always fits.
+    In the interpreter a row has a single part (see :func:`plan`), and device -1 (no GPU named)
+    keeps the table's choice: both always fit.
     """
-    if INTERPRET:
+    if INTERPRET or device < 0:
         return True
     too_many = launch.cdiv(n, cfg.block_n) > sm_count(device) * cfg.programs_per_sm
     return not too_many and (device, cfg) not in one_launch.refused
