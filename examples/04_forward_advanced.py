@@ -85,11 +85,11 @@ torch.manual_seed(0)
 # once. The grid has :math:`M / \mathrm{BLOCK\_M}` programs; divided by the
 # programs the SMs hold at once, that is the number of *waves*, and a last
 # wave that is mostly empty leaves SMs idle. A GPU without a table gets
-# ``tuning.generic_table()``, built from this model. The H100's table,
-# computed in float16:
+# ``tuning.generic_table()``, built from this model. A table
+# (``tuning.Table``) maps padded row bytes to a ``ForwardConfig`` and keeps
+# the evidence for each entry. The H100's table, computed in float16:
 
 # ln_tutorial:source ln_tutorial.tuning.ForwardConfig
-# ln_tutorial:source ln_tutorial.tuning.Table
 
 # %%
 
@@ -106,9 +106,9 @@ print("evidence for 8 KB rows:", table.evidence[("forward", 8192)])
 # per thread and more loads in flight, but also more threads that must
 # combine their partial sums in each reduction, which is why the warps do not
 # simply grow with the row. Rows shorter than 2 KB are packed into tiles of
-# about 8 KB, up to 64 rows:
+# about 8 KB, up to 64 rows (``launch.forward_config`` returns the
+# configuration of this choice):
 
-# ln_tutorial:source ln_tutorial.launch.forward_config
 # ln_tutorial:source ln_tutorial.launch._forward_config
 
 # %%
