@@ -419,9 +419,14 @@ def current_results(rows: List[dict]) -> List[dict]:
 
 
 def shipped_results() -> List[dict]:
-    """The current recorded result of each provider, direction, dtype and shape, for the GPU recorded last."""
+    """The current recorded result of each provider, direction, dtype and shape, for the GPU with the
+    fullest record (the most points; of equals, the one recorded last)."""
     rows = current_results(load_results())
-    return [r for r in rows if r["gpu"] == rows[-1]["gpu"]] if rows else []
+    points: Dict[str, int] = {}
+    for r in rows:
+        points[r["gpu"]] = points.pop(r["gpu"], 0) + 1  # re-inserted: the last recorded GPU comes last
+    fullest = max(reversed(points), key=points.get, default=None)
+    return [r for r in rows if r["gpu"] == fullest]
 
 
 def provenance(rows: List[dict]) -> str:

@@ -50,14 +50,19 @@ def test_old_rows_without_the_new_columns_load(tmp_path):
 
 
 def test_current_results_and_the_shipped_ones(monkeypatch):
-    """One current row per key; the shipped results are those of the GPU recorded last, every
-    provider's current row (a run that re-recorded only some providers keeps the others')."""
+    """One current row per key; the shipped results are those of the GPU with the fullest record
+    (of equals, the one recorded last), every provider's current row (a run that re-recorded only
+    some providers keeps the others')."""
     old = _rows("torch")
     new = [dict(r, commit="def5678") for r in _rows()]
     assert bench.current_results(old + new + new[:2]) == old + new
     other_gpu = [dict(r, gpu="Another GPU") for r in _rows()]
     monkeypatch.setattr(bench, "load_results", lambda: other_gpu + old + new)
     assert bench.shipped_results() == old + new
+    monkeypatch.setattr(bench, "load_results", lambda: old + new + other_gpu[:1])  # last, but fewer points
+    assert bench.shipped_results() == old + new
+    monkeypatch.setattr(bench, "load_results", lambda: other_gpu + new)  # as many points: the last one
+    assert bench.shipped_results() == new
 
 
 def test_tables_and_provenance():
