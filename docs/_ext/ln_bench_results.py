@@ -190,16 +190,17 @@ class BenchmarkResults(_BenchDirective):
             section += nodes.title(text=gpu)
             section += nodes.paragraph(text=self.provenance(run) + " " + self.timers(run))
             for mode in ("forward", "backward"):
-                if not any(r.get("mode") == mode for r in run):
-                    continue
+                # a record may hold only some of the sets: a table for each set it has
+                sweep = [r for r in run if r.get("mode") == mode and (r["M"], r["N"]) in bench.SETS["tutorial"]]
                 for figure in ("gpu", "host"):
-                    if any(r.get("mode") == mode and bench.gbps(r, figure) for r in run):
-                        timed = any(r.get("mode") == mode and r.get("gpu_us_p50") for r in run)
+                    if any(bench.gbps(r, figure) for r in sweep):
+                        timed = any(r.get("gpu_us_p50") for r in sweep)
                         caption = captions[mode, "do_bench" if figure == "gpu" and not timed else figure]
                         section += nodes.rubric(text=self.tr(caption))
                         section += _literal(bench.format_table(run, mode, figure=figure))
-                section += nodes.rubric(text=self.tr(captions[mode, "llm"]))
-                section += _literal(bench.llm_table(run, mode))
+                if any(r.get("mode") == mode and (r["M"], r["N"]) in bench.SETS["llm"] for r in run):
+                    section += nodes.rubric(text=self.tr(captions[mode, "llm"]))
+                    section += _literal(bench.llm_table(run, mode))
             out.append(_fixed(section))
         return out
 
@@ -251,9 +252,9 @@ class HostTime(_BenchDirective):
                 out.append(nodes.paragraph(text=self.tr(
                     _("The results recorded for {gpu} carry no host-included time yet."), gpu=gpu)))  # fmt: skip
                 continue
-            providers = list(dict.fromkeys(r["provider"] for r in timed))
             for mode in ("forward", "backward"):
                 cells = {(r["provider"], r["M"], r["N"]): r for r in timed if r["mode"] == mode}
+                providers = list(dict.fromkeys(p for p, _, _ in cells))  # those timed in this direction
                 here = [s for s in shapes if any((p, *s) in cells for p in providers)]
                 if not here:
                     continue
