@@ -289,6 +289,16 @@ def _figures(point: _Point, mode: str, m: int, n: int, dtype: torch.dtype, repet
     return out
 
 
+def run_provenance(on_gpu: bool) -> dict:
+    """Where and when a recording is made: GPU, torch and Triton versions, date, source commit."""
+    import triton  # imported only when a recording is made
+
+    return dict(
+        gpu=torch.cuda.get_device_name() if on_gpu else "CPU (Triton interpreter)", torch=torch.__version__,
+        triton=triton.__version__, date=datetime.date.today().isoformat(), commit=source_commit(),
+    )  # fmt: skip
+
+
 def source_commit() -> str:
     """The source commit: LN_TUTORIAL_COMMIT when set (a copy of the tree, whose .git may be
     missing or stale), else ``git describe`` of the package's checkout."""
@@ -320,16 +330,10 @@ def measure(
 ) -> List[dict]:
     """Measure live (on the current GPU, or on the CPU through the interpreter with
     ``device="cpu"``: host-included time only); return CSV rows (see :data:`COLUMNS`)."""
-    import triton
-
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     fns = available_providers(providers)
     on_gpu = device != "cpu"
-    base = dict(
-        copy_gbps=round(copy_bandwidth(), 1) if on_gpu else None,
-        gpu=torch.cuda.get_device_name() if on_gpu else "CPU (Triton interpreter)", torch=torch.__version__,
-        triton=triton.__version__, date=datetime.date.today().isoformat(), commit=source_commit(),
-    )  # fmt: skip
+    base = dict(copy_gbps=round(copy_bandwidth(), 1) if on_gpu else None, **run_provenance(on_gpu))
     plan = [(mode, dtype, m, n) for set_name in sets for dtype in (dtypes or [SET_DTYPES[set_name]])
             for m, n in SETS[set_name] for mode in modes]  # fmt: skip
     rows = []

@@ -15,17 +15,15 @@ accumulated as in training). Without a GPU it runs on the CPU (through Triton's 
 import argparse
 import contextlib
 import csv
-import datetime
 import statistics
 import sys
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-import triton
 
 import ln_tutorial
-from ln_tutorial.bench import host_us, source_commit
+from ln_tutorial.bench import host_us, run_provenance
 from ln_tutorial.variants import native
 
 SHAPES = ",".join(f"{m}x{n}" for m in (256, 1024, 4096) for n in (1024, 2048, 4096, 8192))
@@ -71,10 +69,7 @@ def main(argv=None):
     parser.add_argument("--csv", type=Path, help="also write the rows to this file")
     args = parser.parse_args(argv)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    provenance = {
-        "gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__,
-        "triton": triton.__version__, "date": datetime.date.today().isoformat(), "commit": source_commit(),
-    }  # fmt: skip
+    provenance = run_provenance(device == "cuda")
     rows = []
     writer = csv.DictWriter(sys.stdout, fieldnames=["via", "amp", "dtype", "M", "N", "mode", "torch_us", "ours_us",
                                                     "python_us", "ours_over_torch", *provenance])  # fmt: skip

@@ -13,7 +13,6 @@ that the tool works, not a measurement.
 
 import argparse
 import csv
-import datetime
 import statistics
 import sys
 import time
@@ -23,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 import ln_tutorial
-from ln_tutorial.bench import source_commit
+from ln_tutorial.bench import run_provenance
 
 
 class Block(torch.nn.Module):
@@ -95,13 +94,7 @@ def main(argv=None):
     models = [model(args.layers, args.width, norm).to(device) for norm in norms.values()]
     data = torch.randn(args.batch, args.seq, args.width, device=device)
     times = step_times(models, data, getattr(torch, args.amp), args.steps, args.repetitions)
-    provenance = {
-        "gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu",
-        "torch": torch.__version__,
-        "triton": __import__("triton").__version__,
-        "date": datetime.date.today().isoformat(),
-        "commit": source_commit(),
-    }
+    provenance = run_provenance(device == "cuda")
     rows = []
     for name, values in zip(norms, times):
         p20, p50, p80 = quantiles(values)

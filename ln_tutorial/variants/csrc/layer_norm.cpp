@@ -8,10 +8,11 @@
 // * forward() takes the common call -- a CUDA tensor whose rows are contiguous, float32 or
 //   same-dtype parameters, no tensor subclass; under autocast, half-precision tensors cast to
 //   float32 first, as torch casts them -- allocates y and the row statistics, launches the
-//   compiled forward kernel and, when a gradient will be needed, gives y the node below. For any other call it returns None, and ln_tutorial.layer_norm
-//   takes its Python path, which handles (and checks) every case. What to launch for a new
-//   kind of call (shape, dtypes, device, stream) is asked of Python once
-//   (ln_tutorial.variants.native.forward_plan) and kept here.
+//   compiled forward kernel and, when a gradient will be needed, gives y the node below. For
+//   any other call it returns None, and ln_tutorial.layer_norm takes its Python path, which
+//   handles (and checks) every case. What to launch for a new kind of call (shape, dtypes,
+//   device, stream) is asked of Python once (ln_tutorial.variants.native.forward_plan) and
+//   kept here.
 // * LayerNormBackward does what the Python backward does for rows held in registers, by
 //   one program or shared by several (a weight or bias, the deterministic strategy) --
 //   allocate dx, the dW/dB partial rows and dW/dB, launch the compiled Triton kernels (one,
