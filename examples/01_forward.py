@@ -58,7 +58,7 @@ import triton
 import triton.language as tl
 
 import ln_tutorial
-from ln_tutorial import plain
+from ln_tutorial_book import plain
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 ON_GPU = DEVICE.type == "cuda"
@@ -150,7 +150,7 @@ plt.show()
 # whole: ``BLOCK_N`` is a power of two at least :math:`N` (``tl.arange``
 # needs a power of two), and the columns past :math:`N` are masked off.
 
-# ln_tutorial:source ln_tutorial.plain.layer_norm_fwd_kernel
+# ln_tutorial:source ln_tutorial_book.plain.layer_norm_fwd_kernel
 
 # %%
 # What happens, line by line:
@@ -198,9 +198,9 @@ print(f"E[(x - E[x])^2], float32 {centred:.6f}")
 # scalars; ``BLOCK_N`` and ``num_warps`` are compile-time constants, and
 # Triton compiles one kernel per power of two, not one per :math:`N`.
 
-# ln_tutorial:source ln_tutorial.plain.MAX_ROW_BYTES
-# ln_tutorial:source ln_tutorial.plain.launch_config
-# ln_tutorial:source ln_tutorial.plain.layer_norm_forward
+# ln_tutorial:source ln_tutorial_book.plain.MAX_ROW_BYTES
+# ln_tutorial:source ln_tutorial_book.plain.launch_config
+# ln_tutorial:source ln_tutorial_book.plain.layer_norm_forward
 
 # %%
 # The choice of ``num_warps`` comes from a simple model. A program is

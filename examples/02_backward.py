@@ -46,7 +46,7 @@ import triton.language as tl
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
 import ln_tutorial
-from ln_tutorial import plain
+from ln_tutorial_book import plain
 from ln_tutorial.reference import layer_norm_backward_reference, relative_error
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -278,15 +278,15 @@ plt.show()
 # :math:`\nabla_y \odot w`, ``c1`` and ``c2`` the two row reductions; masked
 # lanes are zero, so they add nothing), inside a loop over the program's rows:
 
-# ln_tutorial:source ln_tutorial.plain.layer_norm_bwd_kernel
+# ln_tutorial:source ln_tutorial_book.plain.layer_norm_bwd_kernel
 
 # %%
 # Its launch has a grid of :math:`P` programs, not :math:`M`, and one more
 # step: summing the :math:`P` partial rows, which is a small reduction that
 # ``torch.sum`` does in a fixed order.
 
-# ln_tutorial:source ln_tutorial.plain.backward_programs
-# ln_tutorial:source ln_tutorial.plain.layer_norm_backward
+# ln_tutorial:source ln_tutorial_book.plain.backward_programs
+# ln_tutorial:source ln_tutorial_book.plain.layer_norm_backward
 
 # %%
 # "The same bit for bit" has a scope. The partial rows depend on :math:`P`,
@@ -304,8 +304,8 @@ plt.show()
 # statistics. Its ``backward`` receives :math:`\nabla_y` and returns one
 # gradient per input of ``forward`` (``None`` for ``eps``).
 
-# ln_tutorial:source ln_tutorial.plain.LayerNorm
-# ln_tutorial:source ln_tutorial.plain.layer_norm
+# ln_tutorial:source ln_tutorial_book.plain.LayerNorm
+# ln_tutorial:source ln_tutorial_book.plain.layer_norm
 
 # %%
 # Checking the gradients

@@ -45,7 +45,7 @@ if not torch.cuda.is_available():
 
 import matplotlib.pyplot as plt
 
-from ln_tutorial import bench, plain
+from ln_tutorial_book import bench, plain
 
 ON_GPU = torch.cuda.is_available()
 
@@ -93,7 +93,7 @@ ON_GPU = torch.cuda.is_available()
 # from memory as in a real model, repeats the measurement, and records the
 # 20th, 50th and 80th percentiles; the plots show the median. For the
 # backward, the forward is run once and its graph kept, so only the backward
-# is timed. ``python -m ln_tutorial.bench --help`` and the
+# is timed. ``python -m ln_tutorial_book.bench --help`` and the
 # `Benchmarks <../benchmarks.html>`_ page give the details.
 
 # %%
@@ -125,7 +125,7 @@ print("LLM shapes, bfloat16:", ", ".join(f"{m} x {n}" for m, n in bench.SETS["ll
 # On a GPU the next cell measures everything it can import (set
 # ``LN_TUTORIAL_BENCH_PROVIDERS`` to a comma-separated list to restrict it).
 # Without one it loads the recorded results: the current result of each
-# provider and shape stored in ``ln_tutorial/data/benchmarks/``.
+# provider and shape stored in ``ln_tutorial_book/data/benchmarks/``.
 
 if ON_GPU:
     wanted = os.environ.get("LN_TUTORIAL_BENCH_PROVIDERS")
@@ -141,7 +141,7 @@ if rows:
     print(f"{source}:\n  {bench.provenance(rows)}")
 else:
     print("No recorded results are shipped with this version of the package yet.\n"
-          "On a GPU, `python -m ln_tutorial.bench` measures them and records a CSV.")
+          "On a GPU, `python -m ln_tutorial_book.bench` measures them and records a CSV.")
 
 # %%
 # The forward pass, GB/s against the row length :math:`N`:
@@ -271,9 +271,9 @@ for name, tensors in results.items():
 #
 # .. code-block:: bash
 #
-#    python -m ln_tutorial.bench --help                # where it records, and the options
-#    python -m ln_tutorial.bench                       # everything
-#    python -m ln_tutorial.bench --modes backward --providers ln_tutorial torch --no-save
+#    python -m ln_tutorial_book.bench --help                # where it records, and the options
+#    python -m ln_tutorial_book.bench                       # everything
+#    python -m ln_tutorial_book.bench --modes backward --providers ln_tutorial torch --no-save
 #
 # References
 # ----------

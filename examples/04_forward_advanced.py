@@ -35,7 +35,8 @@ import triton
 import triton.language as tl
 
 import ln_tutorial
-from ln_tutorial import launch, plain, tuning
+from ln_tutorial import launch, tuning
+from ln_tutorial_book import plain
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 ON_GPU = DEVICE.type == "cuda"

@@ -43,7 +43,8 @@ import triton
 import triton.language as tl
 
 import ln_tutorial
-from ln_tutorial import launch, plain, tuning
+from ln_tutorial import launch, tuning
+from ln_tutorial_book import plain
 from ln_tutorial.reference import layer_norm_backward_reference, relative_error
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")

@@ -7,7 +7,7 @@ import re
 import pytest
 import torch
 
-from ln_tutorial import bench
+from ln_tutorial_book import bench
 
 
 def _rows(provider="ln_tutorial", mode="forward", scale=1.0, commit="abc1234"):

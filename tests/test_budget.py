@@ -51,7 +51,7 @@ def test_the_built_core_pages_are_within_budget():
 
 def test_the_built_site_offers_the_standalone_script():
     script = _built() / "_downloads" / "standalone" / "layer_norm_triton.py"
-    assert script.read_bytes() == (ROOT / "ln_tutorial" / "plain.py").read_bytes()
+    assert script.read_bytes() == (ROOT / "ln_tutorial_book" / "plain.py").read_bytes()
     for page in ln_gallery.CORE_PAGES:
         html = (_built() / f"{page}.html").read_text(encoding="utf-8")
         assert "../_downloads/standalone/layer_norm_triton.py" in html, f"{page} does not link the script"

@@ -1,7 +1,7 @@
 """The Chinese edition's code: printed strings, figure labels and comments translated token by token.
 
 Catalogs: docs/locale/<lang>/code/<script>.po, one per example and one for the
-standalone script (``layer_norm_triton``, made from ln_tutorial/plain.py); see
+standalone script (``layer_norm_triton``, made from ln_tutorial_book/plain.py); see
 docs/_ext/ln_gallery.py. The page catalogs translate the prose; these, the code.
 """
 
@@ -22,7 +22,7 @@ LOCALE = ROOT / "docs" / "locale"
 LANGS = sorted(p.parent.name for p in LOCALE.glob("*/code"))
 ln_gallery = load_module("ln_gallery", ROOT / "docs" / "_ext" / "ln_gallery.py")
 SCRIPTS = {p.stem: (p, True) for p in sorted((ROOT / "examples").glob("[0-9][0-9]_*.py"))}
-SCRIPTS["layer_norm_triton"] = (ROOT / "ln_tutorial" / "plain.py", False)
+SCRIPTS["layer_norm_triton"] = (ROOT / "ln_tutorial_book" / "plain.py", False)
 CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")  # Chinese characters and punctuation
 # Tokens whose translation is code, not Chinese text: a separator line, the font list.
 NOT_PROSE = {"# " + "-" * 75, '"DejaVu Sans"'}

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ln_tutorial import launch, plain, tuning
+from ln_tutorial import launch, tuning
+from ln_tutorial_book import plain
 from ln_tutorial.variants import lock, one_launch
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

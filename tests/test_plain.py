@@ -1,4 +1,4 @@
-"""The plain kernels of the core path (ln_tutorial/plain.py), and the same file run as the standalone script."""
+"""The plain kernels of the core path (ln_tutorial_book/plain.py), and the same file run as the standalone script."""
 
 import ast
 import os
@@ -12,7 +12,7 @@ import torch
 
 from conftest import ON_GPU
 from helpers import assert_as_accurate_as_torch
-from ln_tutorial import plain
+from ln_tutorial_book import plain
 from ln_tutorial.reference import layer_norm_backward_reference, layer_norm_reference
 
 PLAIN = Path(plain.__file__)

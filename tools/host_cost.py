@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 import ln_tutorial
-from ln_tutorial.bench import host_us, run_provenance
+from ln_tutorial_book.bench import host_us, run_provenance
 from ln_tutorial.variants import native
 
 SHAPES = ",".join(f"{m}x{n}" for m in (256, 1024, 4096) for n in (1024, 2048, 4096, 8192))

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 import ln_tutorial
-from ln_tutorial.bench import run_provenance
+from ln_tutorial_book.bench import run_provenance
 
 
 class Block(torch.nn.Module):

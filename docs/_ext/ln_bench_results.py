@@ -1,18 +1,18 @@
 """Directives that read the recorded benchmark CSV at build time.
 
-* ``ln-benchmark-results`` (Benchmarks page): what ``ln_tutorial.bench.load_results()``
-  finds in ``ln_tutorial/data/benchmarks/*.csv`` (the current result of each
+* ``ln-benchmark-results`` (Benchmarks page): what ``ln_tutorial_book.bench.load_results()``
+  finds in ``ln_tutorial_book/data/benchmarks/*.csv`` (the current result of each
   provider and point, per GPU), as the Triton-style tables of
-  :func:`ln_tutorial.bench.format_table` and :func:`ln_tutorial.bench.llm_table`,
+  :func:`ln_tutorial_book.bench.format_table` and :func:`ln_tutorial_book.bench.llm_table`,
   with a provenance line and the tolerance a live rebuild is held to.
 * ``ln-performance-summary`` (performance page): one table per direction, the mean
-  GB/s of each provider per shape class (:func:`ln_tutorial.bench.class_summary`)
+  GB/s of each provider per shape class (:func:`ln_tutorial_book.bench.class_summary`)
   against the ceiling.
 * ``ln-host-time`` (performance page): GPU time against host-included time at the
   short rows and the shapes with fewer rows, where both are recorded.
 * ``ln-host-cost`` (performance page): ln_tutorial's host-included time over torch's by
-  way of calling (``ln_tutorial/data/host_cost/*.csv``, from ``tools/host_cost.py``), and
-  training steps with either norm (``ln_tutorial/data/train_step/*.csv``, from
+  way of calling (``ln_tutorial_book/data/host_cost/*.csv``, from ``tools/host_cost.py``), and
+  training steps with either norm (``ln_tutorial_book/data/train_step/*.csv``, from
   ``tools/train_step.py``).
 
 So the pages cannot drift from the shipped data. With no recorded results (or no
@@ -145,17 +145,17 @@ class _BenchDirective(SphinxDirective):
     def results(self):
         """The current rows per GPU, or a paragraph saying why there are none."""
         try:
-            from ln_tutorial import bench
-        except ImportError as exc:  # the module is part of the package; be explicit if it is missing
+            from ln_tutorial_book import bench
+        except ImportError as exc:  # the book's package is installed with the library; be explicit if it is missing
             return None, [_fixed(nodes.paragraph(text=self.tr(_("The benchmark module could not be imported ({exc})."),
                                                                exc=exc)))]  # fmt: skip
         rows = bench.current_results(bench.load_results())
         if not rows:
             para = nodes.paragraph()
             para += nodes.Text(self.tr(_("No recorded results are shipped with this version yet. On a GPU, ")))
-            para += nodes.literal(text="python -m ln_tutorial.bench")
+            para += nodes.literal(text="python -m ln_tutorial_book.bench")
             para += nodes.Text(self.tr(_(" measures them and writes a CSV file that can be copied into ")))
-            para += nodes.literal(text="ln_tutorial/data/benchmarks/")
+            para += nodes.literal(text="ln_tutorial_book/data/benchmarks/")
             para += nodes.Text(self.tr(_(".")))
             return None, [_fixed(para)]
         by_gpu: dict[str, list[dict]] = {}
@@ -183,7 +183,7 @@ class BenchmarkResults(_BenchDirective):
             _("A new measurement of the same package on the same kind of GPU agrees with these figures within "
               "{gpu:.0f}% at the median GPU time (torch.compile apart: its autotuning may pick other kernels on "
               "each compile) and within {host:.0f}% at the median host-included time, which follows the load "
-              "of the host; python -m ln_tutorial.bench --compare FILE lists the points that do not."),
+              "of the host; python -m ln_tutorial_book.bench --compare FILE lists the points that do not."),
             gpu=100 * bench.TOLERANCE["gpu"], host=100 * bench.TOLERANCE["host"])))]  # fmt: skip
         for gpu, run in found:
             section = nodes.section(ids=[nodes.make_id(f"results-{gpu}")])

@@ -312,7 +312,7 @@ class TranslatedThumbnails(SphinxTransform):
                 node.replace(node[0], nodes.Text(text))
 
 
-#: The standalone script of the core path: ``ln_tutorial/plain.py`` itself, offered under this
+#: The standalone script of the core path: ``ln_tutorial_book/plain.py`` itself, offered under this
 #: name at ``_downloads/standalone/`` of every edition (the core pages link to it there).
 #: Other editions translate its comments and strings through ``locale/<lang>/code/layer_norm_triton.po``.
 STANDALONE = "layer_norm_triton.py"
@@ -322,7 +322,7 @@ def standalone_script(srcdir: Path, language: str) -> bytes:
     """The standalone script as an edition offers it."""
     from ln_gallery import load_code_catalog, translate_code
 
-    source = (Path(srcdir).parent / "ln_tutorial" / "plain.py").read_text(encoding="utf-8")
+    source = (Path(srcdir).parent / "ln_tutorial_book" / "plain.py").read_text(encoding="utf-8")
     if language and language != "en":
         catalog = load_code_catalog(Path(srcdir) / "locale" / language / "code" / f"{Path(STANDALONE).stem}.po")
         source = translate_code(source, catalog, gallery=False)

@@ -1,6 +1,6 @@
 """GB/s benchmark of LayerNorm implementations, with recorded results and plots.
 
-Run ``python -m ln_tutorial.bench --help``. One run measures the bandwidth of a
+Run ``python -m ln_tutorial_book.bench --help``. One run measures the bandwidth of a
 1 GB device-to-device copy and then, shape by shape, every provider forward and
 backward, together with a copy of the same size (the provider ``copy``: the
 ceiling of that shape). Each provider gets two figures per point:
@@ -594,7 +594,7 @@ def plot_sweep(rows: List[dict], mode: str, ax=None, set_name: str = "tutorial",
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m ln_tutorial.bench", description=__doc__.split("\n\n")[0],
+        prog="python -m ln_tutorial_book.bench", description=__doc__.split("\n\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )  # fmt: skip
     parser.add_argument("--providers", nargs="+", choices=list(PROVIDERS), default=list(PROVIDERS),
