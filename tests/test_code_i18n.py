@@ -16,6 +16,7 @@ import pytest
 read_po = pytest.importorskip("babel.messages.pofile").read_po  # the docs extra
 
 from helpers import load_module
+from test_terms import english_words  # the glossary's allow-list of English words
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCALE = ROOT / "docs" / "locale"
@@ -57,6 +58,55 @@ def test_code_catalog_is_complete_current_and_chinese(lang, name):
         if msgid.startswith(("f'", 'f"')):
             assert sorted(FIELDS.findall(msgid)) == sorted(FIELDS.findall(message.string)), (
                 f"{name}: the translation of {msgid!r} changes its fields")
+
+
+def _identifiers(source: str) -> set[str]:
+    """The names a script uses: a comment may name them in English (``row``, ``stride``, ``forward``)."""
+    import io
+    import keyword
+    import tokenize
+
+    return {t.string for t in tokenize.generate_tokens(io.StringIO(source).readline)
+            if t.type == tokenize.NAME and not keyword.iskeyword(t.string)}
+
+
+def english_prose(msgid: str, msgstr: str, identifiers: set[str]) -> list[str]:
+    """English words left in the Chinese of a comment or a string, beyond identifiers and the glossary's allow-list."""
+    if msgid in NOT_PROSE:
+        return []
+    text = re.sub(r"^[rbuRBUfF]*(\"\"\"|'\'\'|\"|')|(\"\"\"|'\'\'|\"|')$", "", msgstr.strip())  # the quotes
+    return english_words(text, identifiers)
+
+
+@pytest.mark.parametrize("lang", [lang for lang in LANGS if lang.startswith("zh")])
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_code_translations_leave_no_english_prose(lang, name):
+    """A translated comment, docstring or printed string is Chinese but for identifiers and allowed names."""
+    identifiers = _identifiers(SCRIPTS[name][0].read_text(encoding="utf-8"))
+    found = [f"{m.id!r}\n    -> {m.string!r}: {words}" for m in _catalog(lang, name)
+             if m.id and (words := english_prose(m.id, m.string, identifiers))]
+    assert not found, f"{name}: English left in translated code ({len(found)}):\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("msgid, msgstr", [
+    ("# centred first: no cancellation in the variance", "# 先中心化：the variance 中没有相消"),
+    ('"forward and backward match torch"', '"前向和反向 match torch"'),
+    ('"""Two programs per SM, enough to fill the GPU."""', '"""每个 SM 两个程序，enough to fill the GPU。"""'),
+])
+def test_the_english_prose_check_sees_planted_english(msgid, msgstr):
+    identifiers = _identifiers(SCRIPTS["layer_norm_triton"][0].read_text(encoding="utf-8"))
+    assert english_prose(msgid, msgstr, identifiers), f"missed the English in {msgstr!r}"
+
+
+@pytest.mark.parametrize("lang", [lang for lang in LANGS if lang.startswith("zh")])
+def test_the_english_prose_check_catches_english_planted_in_a_real_comment(lang):
+    """A real translated comment of the catalog passes; the same comment with English words added fails."""
+    identifiers = _identifiers(SCRIPTS["layer_norm_triton"][0].read_text(encoding="utf-8"))
+    comments = [m for m in _catalog(lang, "layer_norm_triton") if m.id.startswith("#") and CJK.search(m.string)]
+    assert comments
+    for m in comments:
+        assert not english_prose(m.id, m.string, identifiers), m.string
+        assert english_prose(m.id, m.string + " for each row of the tile", identifiers), m.string
 
 
 @pytest.mark.parametrize("lang", LANGS)
