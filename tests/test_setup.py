@@ -9,6 +9,9 @@
   every workflow is validated by ``tox -e workflows``.
 * The README's set-up block, and the ``examples`` extra against what the
   tutorial scripts import.
+* The first hour of a newcomer: the README, the index page and the installation
+  page agree (the quick start, the downloads' install line, the pages, what
+  pytest reports), and the installation page's checks print what it says.
 """
 
 import ast
@@ -29,12 +32,30 @@ WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 build = load_module("ln_docs_build_setup", ROOT / "docs" / "build.py")
 
 
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+INSTALLATION = (ROOT / "docs" / "installation.md").read_text(encoding="utf-8")
+INDEX = (ROOT / "docs" / "index.rst").read_text(encoding="utf-8")
+CPU_TORCH = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
+
+
+def readme_block(marker: str) -> list[str]:
+    """The lines of the README's code block after "<!-- <marker>" (what .ci/ runs)."""
+    block = re.search(rf"^<!-- {marker}.*?\n```\w*\n(.*?)^```", README, re.M | re.S)
+    assert block, f"README.md has no <!-- {marker} --> block"
+    return block.group(1).strip().splitlines()
+
+
 def readme_setup_lines() -> list[str]:
     """The README's block after "<!-- newcomer" (what .ci/newcomer runs)."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"^<!-- newcomer.*?\n```\w*\n(.*?)^```", text, re.M | re.S)
-    assert block, "README.md has no <!-- newcomer --> block"
-    return block.group(1).strip().splitlines()
+    return readme_block("newcomer")
+
+
+def markdown_block(text: str, after: str, lang: str) -> str:
+    """The first ```lang block of a Markdown text after the words ``after``."""
+    assert after in text, f"no {after!r}"
+    block = re.search(rf"^```{lang}\n(.*?)^```", text.split(after, 1)[1], re.M | re.S)
+    assert block, f"no {lang} block after {after!r}"
+    return block.group(1)
 
 
 # --- toxfile.py ------------------------------------------------------------------------
@@ -176,8 +197,14 @@ def test_pages_builds_with_the_readme_command():
         command = steps["Build both editions"]["run"].strip()
         assert command.removeprefix("python -m ") in lines, f"{name}: {command!r} is not a README line"
         assert steps["Build both editions"]["env"]["LN_TUTORIAL_BASE_URL"] == "${{ steps.pages.outputs.base_url }}"
+        assert (steps["Build both editions"]["env"]["LN_TUTORIAL_REPOSITORY_URL"]
+                == "${{ github.server_url }}/${{ github.repository }}"), "the clone line names the repository"
         upload = [s for s in build_job["steps"] if "upload-pages-artifact" in s.get("uses", "")]
         assert upload and upload[0]["with"]["path"] == "docs/_build/html"
+    pages = _workflow(ROOT / ".github" / "workflows" / "pages.yml")["jobs"]["build"]["steps"]
+    install = [s["run"] for s in pages if "Install" in s.get("name", "")]
+    assert install, "pages.yml has no install step"
+    assert [line.removeprefix("python -m ") for line in install[0].strip().splitlines()] == lines[1:3]
     passenv = re.split(r"\n\S", (ROOT / "tox.ini").read_text(encoding="utf-8").split("passenv =", 1)[1], 1)[0]
     assert "LN_TUTORIAL_*" in passenv.split(), "tox must pass LN_TUTORIAL_BASE_URL to docs/build.py"
     gpu = _workflow(ROOT / ".github" / "workflows" / "pages-gpu.yml")["jobs"]["build"]
@@ -194,12 +221,104 @@ def test_every_workflow_is_validated_in_ci():
 
 
 # --- the README's set-up and the examples extra ------------------------------------------------
-def test_readme_setup_is_a_venv_with_torch_and_tox():
+def test_readme_setup_is_a_venv_with_torch_the_package_and_tox():
     lines = readme_setup_lines()
     assert lines[0].startswith("python3 -m venv .venv")
-    assert any(line.startswith("pip install torch ") and "whl/cpu" in line for line in lines)
-    assert any(line.startswith("pip install") and "tox" in line.split() for line in lines)
+    assert lines[1] == CPU_TORCH, "the CPU torch first (.ci/newcomer replaces this line on its machines)"
+    # the package itself, into the venv (the quick start imports it from any folder), after torch
+    assert lines[2].split()[:3] == ["pip", "install", "-e"] and lines[2].split()[3] == "." and "tox" in lines[2].split()
     assert lines[-2:] == ["tox -e docs", "tox -e py"]
+
+
+def test_index_and_installation_pages_install_as_the_readme_does():
+    """Both pages: the CPU torch, then the package; their clone line names the repository."""
+    index = re.search(r"^Quick start\n(.*?)^\S", INDEX, re.M | re.S)
+    assert index, "the index page has no quick start"
+    index = index.group(1)
+    for text in (index, INSTALLATION):
+        assert CPU_TORCH in text and "pip install -e ." in text
+        assert text.index(CPU_TORCH) < text.index("pip install -e .")
+    assert "git clone |repository_url| ln_tutorial" in index
+    assert "```{parsed-literal}\ngit clone {{ repository_url }} ln_tutorial\n" in INSTALLATION
+    assert "<this repository>" not in INSTALLATION
+
+
+def test_index_quick_start_is_the_readmes():
+    block = re.search(r"^   \.\. code-block:: python\n\n(.*?)\n(?=\S)", INDEX.split("Quick start", 1)[1], re.M | re.S)
+    assert block, "no Python block in the index page's quick start"
+    code = [line.removeprefix("      ") for line in block.group(1).rstrip().splitlines()]
+    assert code == readme_block("quickstart"), "the index page's quick start differs from the README's"
+
+
+def test_quick_start_says_what_it_prints():
+    """.ci/newcomer runs the block and compares its output with the comments of its print lines."""
+    prints = [line for line in readme_block("quickstart") if line.startswith("print(")]
+    assert prints and all(re.search(r"\)  +# \S", line) for line in prints)
+    assert 'os.environ["TRITON_INTERPRET"] = "1"' in readme_block("quickstart")[1]
+
+
+def test_downloads_install_line_brings_no_cuda_torch():
+    """The CPU torch first: pip then finds torch installed and fetches no CUDA build for the package."""
+    lines = readme_block("downloads")
+    install = lines[0]
+    assert install == f'{CPU_TORCH} && pip install -e ".[examples]"'
+    assert [line.split()[0] for line in lines[1:]] == ["python", "ipython"]
+    assert lines[1].split()[1].endswith(".py") and lines[2].split()[1].endswith(".ipynb")
+    page = markdown_block(INSTALLATION, "(downloads)=", "bash")
+    assert page.strip().splitlines() == lines, "the installation page and the README differ"
+    assert "jupyter execute --inplace" in README and "jupyter execute --inplace" in INSTALLATION
+
+
+def test_five_pages_everywhere():
+    stems = sorted(p.stem for p in (ROOT / "examples").glob("[0-9][0-9]_*.py"))
+    assert len(stems) == 5
+    for stem in stems:
+        assert f":doc:`tutorials/{stem}`" in INDEX, f"the index page does not list {stem}"
+    assert "the five tutorial pages" in README
+
+
+def test_readme_says_what_pytest_reports():
+    """tox -e py deselects (-m) the gpu and site tests: pytest counts them as "deselected", not skipped."""
+    ini = (ROOT / "tox.ini").read_text(encoding="utf-8")
+    commands = ini.split("[testenv]", 1)[1].split("\n[", 1)[0]
+    assert '-m "not gpu and not site"' in commands
+    for text in (README, INSTALLATION):
+        assert 'pytest -m "not gpu and not site"' in text
+        assert 'counts them as "deselected"' in text
+        assert "are skipped" not in text
+    assert "deselected" in (ROOT / ".ci" / "newcomer").read_text(encoding="utf-8")
+
+
+def _run_snippet(code: str, cwd: Path, on_gpu: bool) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    if not on_gpu:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    run = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return run.stdout
+
+
+def test_installation_check_prints_what_the_page_says(tmp_path):
+    import torch
+
+    on_gpu = torch.cuda.is_available()
+    code = markdown_block(INSTALLATION, "Check that it works", "python")
+    expected = markdown_block(INSTALLATION, "Check that it works", "text")
+    assert "(without one, `cpu` instead of `cuda`)" in INSTALLATION
+    if not on_gpu:
+        expected = expected.replace("on cuda", "on cpu")
+    assert _run_snippet(code, tmp_path, on_gpu) == expected
+
+
+def test_interpreter_check_prints_what_the_page_says(tmp_path):
+    command = markdown_block(INSTALLATION, "(cpu-only)=", "bash").strip()
+    code = re.fullmatch(r'TRITON_INTERPRET=1 python -c "(.*)"', command)
+    assert code, command
+    expected = markdown_block(INSTALLATION, "(cpu-only)=", "text")
+    env_code = "import os; os.environ['TRITON_INTERPRET'] = '1'\n" + code.group(1)
+    assert _run_snippet(env_code, tmp_path, on_gpu=False) == expected
 
 
 def test_examples_extra_covers_what_the_scripts_import():
