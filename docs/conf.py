@@ -107,6 +107,31 @@ html_copy_source = True
 BASE_URL = os.environ.get("LN_TUTORIAL_BASE_URL", "").strip().rstrip("/")
 
 
+def _repository_url() -> str:
+    """The address to clone the repository from: $LN_TUTORIAL_REPOSITORY_URL (the Pages
+    workflows set it from github.server_url and github.repository), else the checkout's
+    "origin" remote (https, without credentials), else the checkout's own folder."""
+    import re
+
+    url = os.environ.get("LN_TUTORIAL_REPOSITORY_URL", "").strip()
+    if not url:
+        try:
+            url = subprocess.run(["git", "remote", "get-url", "origin"], cwd=ROOT,
+                                 capture_output=True, text=True, check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):  # not a git checkout, or no origin
+            return str(ROOT)
+    url = re.sub(r"^(https?://)[^/@]*@", r"\1", url)
+    scp = re.fullmatch(r"[\w.-]+@([\w.-]+):(?!//)(.+)", url)  # git@github.com:owner/name.git
+    return (f"https://{scp.group(1)}/{scp.group(2)}" if scp else url).rstrip("/")
+
+
+# The clone line of the installation and index pages: {{ repository_url }} in
+# Markdown (a parsed-literal block), |repository_url| in reST.
+REPOSITORY_URL = _repository_url()
+myst_substitutions = {"repository_url": REPOSITORY_URL}
+rst_prolog = f".. |repository_url| replace:: {REPOSITORY_URL}\n"
+
+
 def _commit() -> str:
     """The commit this site is built from ("-dirty": with uncommitted changes), or ""."""
     try:
@@ -144,7 +169,7 @@ napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 
 # -- MyST --------------------------------------------------------------------
-myst_enable_extensions = ["dollarmath", "colon_fence", "deflist"]
+myst_enable_extensions = ["dollarmath", "colon_fence", "deflist", "substitution"]  # substitution: repository_url
 myst_heading_anchors = 3
 
 # -- sphinx-gallery -------------------------------------------------------------
