@@ -2,21 +2,33 @@
 
 Run ``python -m ln_tutorial_book.bench --help``. One run measures the bandwidth of a
 1 GB device-to-device copy and then, shape by shape, every provider forward and
-backward, together with a copy of the same size (the provider ``copy``: the
-ceiling of that shape). Each provider gets two figures per point:
+backward, together with a copy of the same size (the provider ``copy``). The
+providers are the kernels the tutorial pages teach (``plain``), the package
+(``ln_tutorial``) and its lock-based backward (``ln_tutorial-lock``, the Triton
+tutorial's reduction), PyTorch (``torch``, ``torch.compile``) and the peers that
+import (Liger-Kernel, QuACK, Apex, FlashAttention). Each provider gets two
+figures per point:
 
-* **GPU time**: the replay of a CUDA graph holding many calls, divided by the
-  number of calls; no host time is in it.
+* **GPU time**: the replay of a CUDA graph of many calls, divided by the number
+  of calls: no host time is in it. The plots and GB/s use it.
 * **Host-included time**: the same calls made back to back from Python with one
   synchronisation at the end, divided by the number of calls. When the host
   takes longer to issue a call than the GPU takes to run it, this is the host's
   time; otherwise it is close to the GPU time.
 
 Successive calls cycle through enough copies of the inputs that none finds them
-in L2. Providers are interleaved at each point, and the measurement is repeated
-(``--repetitions``): the 20th, 50th and 80th percentiles of the repetitions are
-recorded. GB/s follow the Triton tutorial: the forward moves ``2·M·N`` elements
-(read x, write y), the backward ``3·M·N`` (read x and dy, write dx).
+in L2, and every call allocates its outputs, the copy's included. Providers are
+interleaved at each point, and the measurement is repeated (``--repetitions``):
+the 20th, 50th and 80th percentiles of the repetitions are recorded, and every
+summary uses the median. GB/s follow the Triton tutorial: the forward moves
+``2·M·N`` elements (read x, write y), the backward ``3·M·N`` (read x and dy,
+write dx).
+
+The ceiling is the GPU's memory bandwidth from its datasheet
+(:data:`DATASHEET_GBPS`): no kernel moves bytes faster. The copies show how
+much of it a plain kernel reaches: the 1 GB copy on the whole, the same-size
+copy at each shape. One file of recorded results is one run: one GPU, one
+commit, every provider interleaved.
 """
 
 import argparse
@@ -56,24 +68,54 @@ SETS = {
 }
 SET_DTYPES = {"tutorial": torch.float16, "llm": torch.bfloat16, "small": torch.float16}
 ELEMENTS_MOVED = {"forward": 2, "backward": 3}  # per element of x, in units of its size
-#: How far (relative, at the median) a new measurement of the same package on the same
-#: kind of GPU may stray from a recorded one: GPU time, and host-included time. Two full
-#: runs on two H100 machines agreed within 7 % in GPU time (torch.compile apart, up to 47 %:
-#: its autotuning may pick other kernels on each compile) and within 2x in host time.
-TOLERANCE = {"gpu": 0.08, "host": 1.0}
+#: The noise rule of every page: two medians of GPU time less than this far apart (relative)
+#: are a tie. Two interleaved recordings of the same code on the H100 differ by up to 5 %.
+NOISE = 0.05
+#: How far (relative, at the median) ``--compare`` lets a new run stray from a recorded one before
+#: it lists the point: the noise in GPU time, 2x in host-included time (which follows the host's
+#: CPU and load). Runs on other machines may differ by more than the noise: two full runs on two
+#: H100 machines differed by up to 7 % (torch.compile apart, up to 47 %: its autotuning may pick
+#: other kernels on each compile), which is why a page draws one run.
+TOLERANCE = {"gpu": NOISE, "host": 1.0}
+#: Memory bandwidth from NVIDIA's datasheets, GB/s (reads plus writes), by the name
+#: ``torch.cuda.get_device_name()`` gives: H100 SXM5 80 GB (HBM3) 3.35 TB/s, H200 (HBM3e) 4.8 TB/s.
+DATASHEET_GBPS = {"NVIDIA H100 80GB HBM3": 3350.0, "NVIDIA H200": 4800.0}
 #: Providers whose GPU time is not held to the tolerance, since they autotune anew on each compile.
 RETUNED = ("torch.compile",)
-CEILING = "copy"
+COPY = "copy"  # the provider that copies the same bytes
 L2_FOOTPRINT = 256 * 2**20  # bytes of inputs the calls cycle through, several times any L2
 REPETITION_SECONDS = 2e-3  # GPU time aimed at per repetition, which sets the calls per repetition
 
 # --- providers: each returns fn(x, weight, bias) -> y -----------------------------------
+# A provider may carry attributes: ``modes`` (the directions it is timed in), ``supports(m, n,
+# dtype)`` (shapes it takes; others are left out silently), ``weight_dtype`` (its weight's dtype,
+# when it needs one of its own) and ``bias`` (False: it takes none).
 
 
 def _ln_tutorial(strategy: str) -> Callable:
     from ln_tutorial import layer_norm
 
-    return lambda x, w, b: layer_norm(x, (x.shape[-1],), w, b, backward_strategy=strategy)
+    fn = lambda x, w, b: layer_norm(x, (x.shape[-1],), w, b, backward_strategy=strategy)  # noqa: E731
+    if strategy == "lock":
+        fn.modes = ("backward",)  # the same forward as ln_tutorial
+
+        def supports(m, n, dtype):  # the lock backward holds a whole row in registers
+            from ln_tutorial.tuning import MAX_FUSED_FWD_BYTES
+
+            return triton_next_power_of_2(n) * torch.empty(0, dtype=dtype).element_size() <= MAX_FUSED_FWD_BYTES
+
+        fn.supports = supports
+    return fn
+
+
+def _plain() -> Callable:
+    """The kernels of the tutorial's pages 1 and 2: one row per program, rows up to 32 KB."""
+    from ln_tutorial_book import plain
+
+    fn = lambda x, w, b: plain.layer_norm(x, w, b)  # noqa: E731
+    fn.supports = lambda m, n, dtype: (
+        triton_next_power_of_2(n) * torch.empty(0, dtype=dtype).element_size() <= plain.MAX_ROW_BYTES)
+    return fn
 
 
 def _torch_compile() -> Callable:
@@ -104,26 +146,35 @@ def _flash_attn() -> Callable:
 
 
 def _quack() -> Callable:
-    from quack import layernorm as quack_layernorm
+    """QuACK's layer norm (CuTe DSL): y = x̂·w, without a bias, with a float32 weight."""
+    from quack.layernorm import layernorm as quack_layernorm
 
-    return lambda x, w, b: quack_layernorm(x, w, b, eps=1e-5)
+    fn = lambda x, w, b: quack_layernorm(x, w, eps=1e-5)  # noqa: E731
+    fn.weight_dtype, fn.bias = torch.float32, False
+    return fn
 
 
 def _same_size_copy(x, w, b):
-    """Marker of the ceiling: forward ``y.copy_(x)``, backward ``torch.add(x, dy, out=dx)``."""
+    """Marker of the copy: forward ``x.clone()``, backward ``torch.add(x, dy)``: the bytes of the
+    layer norm, with the output allocated by each call as the layer norms allocate theirs."""
     raise NotImplementedError("the copy is timed by _calls, not called as a layer norm")
+
+
+def triton_next_power_of_2(n: int) -> int:
+    return 1 << (n - 1).bit_length()
 
 
 PROVIDERS: Dict[str, Callable[[], Callable]] = {
     "ln_tutorial": lambda: _ln_tutorial("deterministic"),
     "ln_tutorial-lock": lambda: _ln_tutorial("lock"),
+    "plain": _plain,
     "torch": lambda: (lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b)),
     "torch.compile": _torch_compile,
     "liger": _liger,
+    "quack": _quack,
     "apex": _apex,
     "flash-attn": _flash_attn,
-    "quack": _quack,
-    CEILING: lambda: _same_size_copy,
+    COPY: lambda: _same_size_copy,
 }
 
 
@@ -136,6 +187,11 @@ def available_providers(names: Optional[Iterable[str]] = None) -> Dict[str, Call
         except Exception as exc:  # an optional peer that is not installed
             print(f"bench: provider {name} unavailable: {type(exc).__name__}: {exc}", file=sys.stderr)
     return found
+
+
+def _takes(fn: Callable, mode: str, m: int, n: int, dtype: torch.dtype) -> bool:
+    """Whether provider ``fn`` is timed at this point (its directions, the shapes it supports)."""
+    return mode in getattr(fn, "modes", MODES) and getattr(fn, "supports", lambda *a: True)(m, n, dtype)
 
 
 # --- measuring ----------------------------------------------------------------------------
@@ -159,21 +215,21 @@ def _calls(fn: Callable, mode: str, m: int, n: int, dtype: torch.dtype, device: 
     calls = []
     for _ in range(copies):
         x = -2.3 + 0.5 * torch.randn(m, n, device=device, dtype=dtype)
-        weight = torch.rand(n, device=device, dtype=dtype, requires_grad=True)
-        bias = torch.rand(n, device=device, dtype=dtype, requires_grad=True)
+        weight = torch.rand(n, device=device, dtype=getattr(fn, "weight_dtype", dtype), requires_grad=True)
+        bias = torch.rand(n, device=device, dtype=dtype, requires_grad=True) if getattr(fn, "bias", True) else None
         dy = 0.1 * torch.randn_like(x)
         if fn is _same_size_copy:
-            out = torch.empty_like(x)
-            copy = (lambda x=x, out=out: out.copy_(x)) if mode == "forward" else (
-                lambda x=x, dy=dy, out=out: torch.add(x, dy, out=out))  # fmt: skip
+            # a new output per call, from the caching allocator, as every layer norm's
+            copy = (lambda x=x: x.clone()) if mode == "forward" else (lambda x=x, dy=dy: torch.add(x, dy))
             calls.append(copy)
         elif mode == "forward":
             calls.append(lambda x=x, w=weight, b=bias: fn(x, w, b))
         else:
             x.requires_grad_(True)
             y = fn(x, weight, bias)
+            inputs = tuple(t for t in (x, weight, bias) if t is not None)
             # autograd.grad returns the gradients without accumulating them anywhere.
-            calls.append(lambda y=y, inputs=(x, weight, bias), dy=dy: torch.autograd.grad(y, inputs, dy, retain_graph=True))
+            calls.append(lambda y=y, inputs=inputs, dy=dy: torch.autograd.grad(y, inputs, dy, retain_graph=True))
     return calls
 
 
@@ -327,23 +383,30 @@ def measure(
     progress: bool = True,
     repetitions: int = 10,
     device: Optional[str] = None,
+    max_seconds: Optional[float] = None,
 ) -> List[dict]:
     """Measure live (on the current GPU, or on the CPU through the interpreter with
-    ``device="cpu"``: host-included time only); return CSV rows (see :data:`COLUMNS`)."""
+    ``device="cpu"``: host-included time only); return CSV rows (see :data:`COLUMNS`).
+    With ``max_seconds``, no new point starts after that long: the points measured by
+    then are kept, and the ones left out are listed on stderr."""
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     fns = available_providers(providers)
     on_gpu = device != "cpu"
     base = dict(copy_gbps=round(copy_bandwidth(), 1) if on_gpu else None, **run_provenance(on_gpu))
     plan = [(mode, dtype, m, n) for set_name in sets for dtype in (dtypes or [SET_DTYPES[set_name]])
             for m, n in SETS[set_name] for mode in modes]  # fmt: skip
-    rows = []
+    rows, start = [], time.monotonic()
     for i, (mode, dtype, m, n) in enumerate(plan):
+        if max_seconds is not None and time.monotonic() - start > max_seconds:
+            left = ", ".join(f"{mo} {mm}x{nn}" for mo, _, mm, nn in plan[i:])
+            print(f"\nbench: stopped after {max_seconds:.0f} s; not measured: {left}", file=sys.stderr)
+            break
         if progress:
             print(f"\rbench [{i + 1}/{len(plan)}] {mode} {m}x{n}".ljust(60), end="", file=sys.stderr)
         points = {}
         for name, fn in fns.items():
-            if name == "ln_tutorial-lock" and mode == "forward":
-                continue  # same forward as ln_tutorial
+            if not _takes(fn, mode, m, n, dtype):
+                continue
             try:
                 points[name] = _Point(fn, mode, m, n, dtype, device)
             except Exception as exc:
@@ -381,16 +444,14 @@ def _key(row: dict) -> tuple:
 
 
 def save_results(rows: List[dict], path: Path = DEFAULT_CSV) -> Path:
-    """Write ``rows`` into ``path``, replacing the rows recorded there for the same
-    GPU, provider, direction, dtype and shape: one current result per key."""
+    """Write the rows of one run to ``path``, replacing whatever the file held: a file of
+    recorded results is one run (one GPU, one commit, the providers interleaved)."""
     path = Path(path)
-    new_keys = {_key(r) for r in rows}
-    kept = [r for r in (load_results(path) if path.exists() else []) if _key(r) not in new_keys]
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
         writer.writeheader()
-        writer.writerows([{k: ("" if r.get(k) is None else r[k]) for k in COLUMNS} for r in kept + rows])
+        writer.writerows([{k: ("" if r.get(k) is None else r[k]) for k in COLUMNS} for r in rows])
     return path
 
 
@@ -422,27 +483,61 @@ def current_results(rows: List[dict]) -> List[dict]:
     return list({_key(r): r for r in rows}.values())
 
 
-def shipped_results() -> List[dict]:
-    """The current recorded result of each provider, direction, dtype and shape, for the GPU with the
-    fullest record (the most points; of equals, the one recorded last)."""
-    rows = current_results(load_results())
-    points: Dict[str, int] = {}
+def by_gpu(rows: List[dict]) -> Dict[str, List[dict]]:
+    """The current rows of each GPU, GPUs in name order."""
+    out: Dict[str, List[dict]] = {}
+    for r in current_results(rows):
+        out.setdefault(str(r["gpu"]), []).append(r)
+    return dict(sorted(out.items()))
+
+
+def runs(rows: List[dict]) -> Dict[tuple, List[str]]:
+    """The runs ``rows`` come from, ``(commit, date, 1 GB copy)``, each with its providers."""
+    out: Dict[tuple, List[str]] = {}
     for r in rows:
-        points[r["gpu"]] = points.pop(r["gpu"], 0) + 1  # re-inserted: the last recorded GPU comes last
-    fullest = max(reversed(points), key=points.get, default=None)
-    return [r for r in rows if r["gpu"] == fullest]
+        providers = out.setdefault((r["commit"], r["date"], r["copy_gbps"]), [])
+        if r["provider"] not in providers:
+            providers.append(r["provider"])
+    return out
+
+
+def shipped_results() -> List[dict]:
+    """The recorded rows of the GPU with the fullest record (the most points)."""
+    recorded = by_gpu(load_results())
+    return max(recorded.values(), key=len, default=[])
+
+
+def datasheet_gbps(gpu: Optional[str]) -> Optional[float]:
+    """The memory bandwidth of ``gpu`` from its datasheet (:data:`DATASHEET_GBPS`), or None."""
+    return DATASHEET_GBPS.get(str(gpu))
+
+
+def copy_share(rows: List[dict]) -> Optional[float]:
+    """The 1 GB copy of ``rows``' run as a percentage of the GPU's datasheet bandwidth."""
+    peak = datasheet_gbps(rows[0]["gpu"]) if rows else None
+    return 100 * rows[0]["copy_gbps"] / peak if peak and rows[0].get("copy_gbps") else None
 
 
 def provenance(rows: List[dict]) -> str:
-    """One line saying where and when ``rows`` were measured."""
+    """One line saying where and when ``rows`` were measured, and against what bandwidth."""
     if not rows:
         return "no results"
 
     def values(key):
         return ", ".join(dict.fromkeys(str(r[key]) for r in rows))
 
-    copy = f", copy {rows[0]['copy_gbps']:.0f} GB/s" if rows[0].get("copy_gbps") else ""
-    return f"{values('gpu')}, torch {values('torch')}, triton {values('triton')}, {values('date')}, commit {values('commit')}{copy}"
+    found = runs(rows)
+    if len(found) == 1:
+        when = f"{values('date')}, commit {values('commit')}"
+    else:  # several runs: say which providers each one measured
+        when = "; ".join(f"{date}, commit {commit} ({', '.join(names)})" for (commit, date, _), names in found.items())
+    line = f"{values('gpu')}, torch {values('torch')}, triton {values('triton')}, {when}"
+    if rows[0].get("copy_gbps"):
+        line += f"; 1 GB copy {rows[0]['copy_gbps']:.0f} GB/s"
+        peak = datasheet_gbps(rows[0]["gpu"])
+        if peak:
+            line += f" = {copy_share(rows):.0f} % of the datasheet's {peak:.0f} GB/s"
+    return line
 
 
 def compare(recorded: List[dict], live: List[dict], tolerance: Dict[str, float] = TOLERANCE) -> List[str]:
@@ -501,26 +596,18 @@ def format_table(rows: List[dict], mode: str, set_name: str = "tutorial", figure
     return "\n".join(lines)
 
 
-def _ceiling(rows: List[dict], mode: str, shape: tuple) -> Optional[float]:
-    """GB/s of the copy of the same size where recorded, else the 1 GB copy."""
-    same = [r for r in rows if r["provider"] == CEILING and r["mode"] == mode and (r["M"], r["N"]) == shape]
-    if same and gbps(same[0]):
-        return gbps(same[0])
-    copies = [r["copy_gbps"] for r in rows if r.get("copy_gbps")]
-    return copies[0] if copies else None
-
-
 def llm_table(rows: List[dict], mode: str) -> str:
-    """Median GB/s as a percentage of the ceiling (the same-size copy where recorded,
-    else the 1 GB copy), per LLM shape and provider."""
+    """Median GB/s as a percentage of the datasheet bandwidth, per LLM shape and provider
+    (the copy of the same size among them)."""
     shapes = [s for s in SETS["llm"] if any((r["M"], r["N"]) == s and r["mode"] == mode for r in rows)]
     table = _by_provider(rows, mode, shapes)
-    table.pop(CEILING, None)
-    names = list(table)
-    lines = [f"layer-norm-{mode}, % of the ceiling:", "".join([f"{'M x N':>14}"] + [f"{p:>17}" for p in names])]
+    peak = datasheet_gbps(rows[0]["gpu"]) if rows else None
+    names = [p for p in table if p != COPY] + [p for p in table if p == COPY]
+    lines = [f"layer-norm-{mode}, % of the datasheet bandwidth ({peak:.0f} GB/s):" if peak else
+             f"layer-norm-{mode}: no datasheet bandwidth known for this GPU",
+             "".join([f"{'M x N':>14}"] + [f"{p:>17}" for p in names])]  # fmt: skip
     for m, n in shapes:
-        ceiling = _ceiling(rows, mode, (m, n))
-        cells = [f"{100 * table[p][(m, n)] / ceiling:>16.1f}%" if (m, n) in table[p] and ceiling else f"{'-':>17}"
+        cells = [f"{100 * table[p][(m, n)] / peak:>16.1f}%" if (m, n) in table[p] and peak else f"{'-':>17}"
                  for p in names]  # fmt: skip
         lines.append("".join([f"{f'{m}x{n}':>14}"] + cells))
     return "\n".join(lines)
@@ -531,39 +618,70 @@ SHAPE_CLASSES = [
     ("short rows (N ≤ 4096)", "tutorial", lambda m, n, s: n <= 4096),
     ("wide rows (4096 < N < 16384)", "tutorial", lambda m, n, s: n > 4096),
     ("LLM shapes, rows ≤ 16 KB", "llm", lambda m, n, s: n * s <= 16384),
-    ("past the register budget (rows ≥ 32 KB)", "llm", lambda m, n, s: n * s >= 32768),
+    ("LLM shapes, rows ≥ 32 KB", "llm", lambda m, n, s: n * s >= 32768),
 ]
 
 
 def class_summary(rows: List[dict], mode: str) -> List[dict]:
-    """Per shape class: the mean GB/s (GPU time, median) over the class's recorded shapes of
-    each provider that has them all (so that the columns compare like with like), that of
-    the ceiling, and the number of shapes."""
+    """Per shape class: the median GB/s (GPU time, median of each point) over the class's recorded
+    shapes of each provider that has them all (so that the columns compare like with like), the
+    copy of the same size among them, the datasheet bandwidth, and the number of shapes."""
     out = []
+    peak = datasheet_gbps(rows[0]["gpu"]) if rows else None
     for name, set_name, member in SHAPE_CLASSES:
         table = _by_provider(rows, mode, [(m, n) for m, n in SETS[set_name] if member(m, n, 2)])
-        table.pop(CEILING, None)
         common = sorted({s for points in table.values() for s in points})
         table = {p: points for p, points in table.items() if all(s in points for s in common)}
         if not common or not table:
             continue
-        ceilings = [_ceiling(rows, mode, s) for s in common]
         out.append(dict(
-            shape_class=name, shapes=len(common),
-            gbps={p: statistics.fmean(points[s] for s in common) for p, points in table.items()},
-            ceiling=statistics.fmean(ceilings) if all(ceilings) else None,
-            same_size_ceiling=any(r["provider"] == CEILING for r in rows),
+            shape_class=name, shapes=len(common), datasheet=peak,
+            gbps={p: statistics.median(points[s] for s in common) for p, points in table.items()},
         ))  # fmt: skip
     return out
 
 
+def share_table(rows: List[dict]) -> str:
+    """One line per provider: the median, over the shapes of the tutorial's sweep and over the
+    language-model shapes, of its GB/s as a percentage of the datasheet bandwidth."""
+    peak = datasheet_gbps(rows[0]["gpu"]) if rows else None
+    if not peak:
+        return "no datasheet bandwidth known for this GPU"
+    columns = [(mode, name) for name in ("tutorial", "llm") for mode in MODES]
+    providers = [p for p in dict.fromkeys(r["provider"] for r in rows) if p != COPY] + [COPY]
+    lines = [f"median % of the datasheet bandwidth ({peak:.0f} GB/s):",
+             f"{'provider':>17}" + "".join(f"{f'{mode}, {name}':>20}" for mode, name in columns)]  # fmt: skip
+    for provider in providers:
+        cells = []
+        for mode, name in columns:
+            values = [100 * r["gbps_p50"] / peak for r in rows if (r["provider"], r["mode"]) == (provider, mode)
+                      and (r["M"], r["N"]) in SETS[name] and r["gbps_p50"]]  # fmt: skip
+            cells.append(f"{statistics.median(values):.0f} %" if values else "-")
+        lines.append(f"{provider:>17}" + "".join(f"{c:>20}" for c in cells))
+    return "\n".join(lines)
+
+
+def above_copy(rows: List[dict]) -> List[dict]:
+    """The points where a provider's median GB/s is above that of the copy of the same size, by
+    more than the noise: provider, direction, shape and the two figures."""
+    copies = {(r["mode"], r["M"], r["N"]): r["gbps_p50"] for r in rows if r["provider"] == COPY and r["gbps_p50"]}
+    out = []
+    for r in rows:
+        copy = copies.get((r["mode"], r["M"], r["N"]))
+        if r["provider"] != COPY and copy and r["gbps_p50"] and r["gbps_p50"] > (1 + NOISE) * copy:
+            out.append(dict(provider=r["provider"], mode=r["mode"], M=r["M"], N=r["N"], gbps=r["gbps_p50"],
+                            copy=copy))  # fmt: skip
+    return out
+
+
 def plot_sweep(rows: List[dict], mode: str, ax=None, set_name: str = "tutorial", figure: str = "gpu"):
-    """GB/s against N for each provider, the median as a line and the 20th–80th percentiles
-    as a band where recorded, with the ceiling dashed; returns the axes."""
+    """GB/s against N for each provider, the median as a line and the 20th–80th percentiles as a
+    band where recorded; the copy of the same size dashed, and the two bandwidths of the whole GPU
+    as horizontal lines: the datasheet's (the ceiling) and the 1 GB copy's. Returns the axes."""
     import matplotlib.pyplot as plt
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 4.5))
+        _, ax = plt.subplots(figsize=(8, 4.8))
     curves: Dict[str, Dict[int, dict]] = {}
     for r in rows:
         if r["mode"] == mode and (r["M"], r["N"]) in SETS[set_name] and gbps(r, figure):
@@ -571,24 +689,29 @@ def plot_sweep(rows: List[dict], mode: str, ax=None, set_name: str = "tutorial",
     for name, points in curves.items():
         ns = sorted(points)
         color = f"C{list(PROVIDERS).index(name) % 10}" if name in PROVIDERS else None  # same colour on every plot
-        if name == CEILING:
-            color, style = "gray", dict(linestyle="--", linewidth=1)
+        if name == COPY:
+            color, style, label = "gray", dict(linestyle="--", linewidth=1.2), "copy of the same size"
         else:
-            style = dict(marker=".", linewidth=2.5 if name == "ln_tutorial" else 1.2)
-        ax.plot(ns, [gbps(points[n], figure) for n in ns], label=name, color=color, **style)
+            style, label = dict(marker=".", linewidth=2.5 if name == "ln_tutorial" else 1.2), name
+        ax.plot(ns, [gbps(points[n], figure) for n in ns], label=label, color=color, **style)
         slow, fast = ([gbps(points[n], figure, p) for n in ns] for p in ("p80", "p20"))  # more time, fewer GB/s
         if all(slow) and all(fast):
             ax.fill_between(ns, slow, fast, color=color, alpha=0.2, linewidth=0)
-    if rows and rows[0].get("copy_gbps") and CEILING not in curves:
-        ax.axhline(rows[0]["copy_gbps"], linestyle="--", color="gray", label="1 GB copy (ceiling)")
+    peak = datasheet_gbps(rows[0]["gpu"]) if rows else None
+    if peak:
+        ax.axhline(peak, color="black", linewidth=1.2, label=f"datasheet: {peak:.0f} GB/s (the ceiling)")
+    if rows and rows[0].get("copy_gbps"):
+        share = f", {copy_share(rows):.0f} % of it" if peak else ""
+        ax.axhline(rows[0]["copy_gbps"], linestyle=":", color="black", linewidth=1.2,
+                   label=f"1 GB copy: {rows[0]['copy_gbps']:.0f} GB/s{share}")  # fmt: skip
     ax.set_xlabel("N (row length)")
     ax.set_ylabel("GB/s" + (" (GPU time)" if figure == "gpu" else " (host-included time)"))
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, 1.1 * max([peak or 0, 1] + [max(line.get_ydata()) for line in ax.get_lines()]))
     # The title says where and when the numbers were measured.
     title = f"layer-norm-{mode}, M = 4096, float16" if set_name == "tutorial" else f"layer-norm-{mode}"
     ax.set_title(f"{title}\n{provenance(rows)}", fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+    ax.legend(fontsize="small", loc="lower right")
     return ax
 
 
@@ -605,8 +728,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--dtypes", nargs="+", choices=["float16", "bfloat16", "float32"],
                         help="measure every set in these dtypes instead of its own (tutorial: float16, llm: bfloat16)")
     parser.add_argument("--repetitions", type=int, default=10, help="interleaved repetitions per point")
+    parser.add_argument("--max-seconds", type=float, default=None,
+                        help="start no new point after this long (the points measured by then are kept)")
     parser.add_argument("--csv", type=Path, default=DEFAULT_CSV,
-                        help="where results are written (rows of the same key replaced)")  # fmt: skip
+                        help="where the run is written (the file is replaced: one file, one run)")  # fmt: skip
     parser.add_argument("--compare", type=Path, help="a recorded CSV to check the new results against")
     parser.add_argument("--plots", type=Path, default=Path("bench-plots"), help="folder for the PNG plots")
     parser.add_argument("--no-save", action="store_true", help="print only; record nothing")
@@ -614,7 +739,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     if not torch.cuda.is_available():
         parser.error("measuring needs a CUDA GPU; recorded results are in " + str(RESULTS_DIR))
     dtypes = [getattr(torch, d) for d in args.dtypes] if args.dtypes else None
-    rows = measure(args.providers, args.modes, args.sets, dtypes, repetitions=args.repetitions)
+    rows = measure(args.providers, args.modes, args.sets, dtypes, repetitions=args.repetitions,
+                   max_seconds=args.max_seconds)  # fmt: skip
     if not rows:
         sys.exit("bench: nothing was measured")
     print(provenance(rows))
@@ -626,6 +752,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             print(llm_table(rows, mode))
         if "small" in args.sets:
             print(format_table(rows, mode, "small", figure="host"))
+    print(share_table(rows))
     if args.compare:
         strays = compare(current_results(load_results(args.compare)), rows)
         print(f"{len(strays)} points outside the tolerance {TOLERANCE} of {args.compare}", *strays, sep="\n  ")

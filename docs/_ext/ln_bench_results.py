@@ -5,9 +5,9 @@
   provider and point, per GPU), as the Triton-style tables of
   :func:`ln_tutorial_book.bench.format_table` and :func:`ln_tutorial_book.bench.llm_table`,
   with a provenance line and the tolerance a live rebuild is held to.
-* ``ln-performance-summary`` (performance page): one table per direction, the mean
+* ``ln-performance-summary`` (performance page): one table per direction, the median
   GB/s of each provider per shape class (:func:`ln_tutorial_book.bench.class_summary`)
-  against the ceiling.
+  against the datasheet bandwidth, the copy of the same size among them.
 * ``ln-host-time`` (performance page): GPU time against host-included time at the
   short rows and the shapes with fewer rows, where both are recorded.
 * ``ln-host-cost`` (performance page): ln_tutorial's host-included time over torch's by
@@ -99,7 +99,7 @@ CLASS_NAMES = {
     "short rows (N ≤ 4096)": _("short rows (N ≤ 4096)"),
     "wide rows (4096 < N < 16384)": _("wide rows (4096 < N < 16384)"),
     "LLM shapes, rows ≤ 16 KB": _("LLM shapes, rows ≤ 16 KB"),
-    "past the register budget (rows ≥ 32 KB)": _("past the register budget (rows ≥ 32 KB)"),
+    "LLM shapes, rows ≥ 32 KB": _("LLM shapes, rows ≥ 32 KB"),
 }
 MODE_NAMES = {"forward": _("Forward pass"), "backward": _("Backward pass")}
 
@@ -124,18 +124,43 @@ class _BenchDirective(SphinxDirective):
                        gpu=values("gpu"), torch=values("torch"), triton=values("triton"), date=values("date"),
                        commit=values("commit"))  # fmt: skip
 
+    def _join(self, *sentences: str) -> str:
+        out = ""
+        for sentence in sentences:
+            out += ("" if not out or out.endswith("。") else " ") + sentence  # no space after a full-width stop
+        return out
+
     def provenance(self, rows: list[dict]) -> str:
-        """:meth:`measured`, and the ceiling the benchmark rows were measured against."""
-        copy = self.tr(_("Device-to-device copy of 1 GB on the same GPU: {copy:.0f} GB/s."),
-                       copy=float(rows[0].get("copy_gbps") or 0))  # fmt: skip
-        measured = self.measured(rows)
-        return measured + ("" if measured.endswith("。") else " ") + copy  # no space after a full-width stop
+        """:meth:`measured` (one sentence per run where the rows come from several), and the
+        bandwidths the benchmark rows are read against: the datasheet's and the 1 GB copy's."""
+        from ln_tutorial_book import bench
+
+        found = bench.runs(rows)
+        if len(found) == 1:
+            sentences = [self.measured(rows)]
+        else:
+            sentences = [self.tr(_("These results come from {count} runs, each timing only some providers; "
+                                   "compare providers within one run."), count=len(found))]  # fmt: skip
+            for (commit, _date, _copy), providers in found.items():
+                sentences.append(self.tr(_("{providers}: {measured}"), providers=", ".join(providers),
+                                         measured=self.measured([r for r in rows if r["commit"] == commit])))
+        copy, peak = rows[0].get("copy_gbps"), bench.datasheet_gbps(rows[0].get("gpu"))
+        if copy and peak:
+            sentences.append(self.tr(_("The GPU's memory bandwidth is {peak:.0f} GB/s by its datasheet, the "
+                                       "ceiling; a device-to-device copy of 1 GB reaches {copy:.0f} GB/s, "
+                                       "{share:.0f}% of it."), peak=peak, copy=float(copy),
+                                     share=bench.copy_share(rows)))  # fmt: skip
+        elif copy:
+            sentences.append(self.tr(_("Device-to-device copy of 1 GB on the same GPU: {copy:.0f} GB/s."),
+                                     copy=float(copy)))
+        return self._join(*sentences)
 
     def timers(self, rows: list[dict]) -> str:
         """Which timer the rows' GB/s come from."""
         kinds = {r.get("timer") for r in rows}
         sentences = {
-            "graph": _("GB/s from GPU time: the replay of a CUDA graph of many calls."),
+            "graph": _("GB/s from GPU time: the replay of a CUDA graph of many calls, divided by the number "
+                   "of calls: no host time is in it."),
             "events": _("GB/s from GPU time: CUDA events around each call (providers a graph cannot capture)."),
             "do_bench": _("GB/s from triton.testing.do_bench (L2 flushed before each call; these rows carry no "
                           "separate host-included time)."),
@@ -149,8 +174,8 @@ class _BenchDirective(SphinxDirective):
         except ImportError as exc:  # the book's package is installed with the library; be explicit if it is missing
             return None, [_fixed(nodes.paragraph(text=self.tr(_("The benchmark module could not be imported ({exc})."),
                                                                exc=exc)))]  # fmt: skip
-        rows = bench.current_results(bench.load_results())
-        if not rows:
+        found = bench.by_gpu(bench.load_results())
+        if not found:
             para = nodes.paragraph()
             para += nodes.Text(self.tr(_("No recorded results are shipped with this version yet. On a GPU, ")))
             para += nodes.literal(text="python -m ln_tutorial_book.bench")
@@ -158,10 +183,7 @@ class _BenchDirective(SphinxDirective):
             para += nodes.literal(text="ln_tutorial_book/data/benchmarks/")
             para += nodes.Text(self.tr(_(".")))
             return None, [_fixed(para)]
-        by_gpu: dict[str, list[dict]] = {}
-        for row in rows:
-            by_gpu.setdefault(str(row.get("gpu", "unknown GPU")), []).append(row)
-        return bench, sorted(by_gpu.items())
+        return bench, list(found.items())
 
 
 class BenchmarkResults(_BenchDirective):
@@ -176,15 +198,16 @@ class BenchmarkResults(_BenchDirective):
             ("backward", "host"): _("Backward pass: GB/s by row length N, from the median host-included time"),
             ("forward", "do_bench"): _("Forward pass: GB/s by row length N (median)"),
             ("backward", "do_bench"): _("Backward pass: GB/s by row length N (median)"),
-            ("forward", "llm"): _("Forward pass: shapes of language models, % of the ceiling"),
-            ("backward", "llm"): _("Backward pass: shapes of language models, % of the ceiling"),
+            ("forward", "llm"): _("Forward pass: shapes of language models, % of the datasheet bandwidth"),
+            ("backward", "llm"): _("Backward pass: shapes of language models, % of the datasheet bandwidth"),
         }
         out = [_fixed(nodes.paragraph(text=self.tr(
-            _("A new measurement of the same package on the same kind of GPU agrees with these figures within "
-              "{gpu:.0f}% at the median GPU time (torch.compile apart: its autotuning may pick other kernels on "
-              "each compile) and within {host:.0f}% at the median host-included time, which follows the load "
-              "of the host; python -m ln_tutorial_book.bench --compare FILE lists the points that do not."),
-            gpu=100 * bench.TOLERANCE["gpu"], host=100 * bench.TOLERANCE["host"])))]  # fmt: skip
+            _("The noise rule: within one run, two medians of GPU time less than {noise:.0f}% apart are a tie. "
+              "A run on another machine of the same model may differ by more (torch.compile most: its "
+              "autotuning may pick other kernels on each compile); python -m ln_tutorial_book.bench --compare "
+              "FILE lists the points that differ by more than {noise:.0f}% in GPU time or {host:.0f}% in "
+              "host-included time, which follows the host's CPU and load."),
+            noise=100 * bench.NOISE, host=100 * bench.TOLERANCE["host"])))]  # fmt: skip
         for gpu, run in found:
             section = nodes.section(ids=[nodes.make_id(f"results-{gpu}")])
             section += nodes.title(text=gpu)
@@ -206,7 +229,8 @@ class BenchmarkResults(_BenchDirective):
 
 
 class PerformanceSummary(_BenchDirective):
-    """Mean GB/s per shape class and provider, the ceiling, and ln_tutorial's share of it."""
+    """Median GB/s per shape class and provider, the copy of the same size, the datasheet bandwidth,
+    and ln_tutorial's and the copy's share of it."""
 
     def run(self):
         bench, found = self.results()
@@ -219,18 +243,22 @@ class PerformanceSummary(_BenchDirective):
                 summary = bench.class_summary(rows, mode)
                 if not summary:
                     continue
-                providers = list(dict.fromkeys(p for c in summary for p in c["gbps"]))
-                same_size = summary[0]["same_size_ceiling"]
-                ceiling = self.tr(_("ceiling (copy of the same size)") if same_size else _("ceiling (1 GB copy)"))
-                header = [self.tr(MODE_NAMES[mode]), self.tr(_("shapes"))] + providers + [ceiling,
-                          self.tr(_("ln_tutorial, % of the ceiling"))]  # fmt: skip
+                providers = [p for p in dict.fromkeys(p for c in summary for p in c["gbps"]) if p != bench.COPY]
+                header = ([self.tr(MODE_NAMES[mode]), self.tr(_("shapes"))] + providers
+                          + [self.tr(_("copy of the same size")), self.tr(_("datasheet")),
+                             self.tr(_("ln_tutorial, % of the datasheet")), self.tr(_("copy, % of the datasheet"))])
                 body = []
                 for c in summary:
-                    ours = c["gbps"].get("ln_tutorial")
-                    share = f"{100 * ours / c['ceiling']:.1f}%" if ours and c["ceiling"] else "-"
+                    peak = c["datasheet"]
+
+                    def share(value):
+                        return f"{100 * value / peak:.0f}%" if value and peak else "-"
+
+                    ours, copy = c["gbps"].get("ln_tutorial"), c["gbps"].get(bench.COPY)
                     body.append([self.tr(CLASS_NAMES.get(c["shape_class"], c["shape_class"])), str(c["shapes"])]
                                 + [f"{c['gbps'][p]:.0f}" if p in c["gbps"] else "-" for p in providers]
-                                + [f"{c['ceiling']:.0f}" if c["ceiling"] else "-", share])  # fmt: skip
+                                + [f"{copy:.0f}" if copy else "-", f"{peak:.0f}" if peak else "-",
+                                   share(ours), share(copy)])  # fmt: skip
                 out.append(_table(header, body))
         return [_fixed(node) for node in out]
 
@@ -247,7 +275,7 @@ class HostTime(_BenchDirective):
         for gpu, rows in found:
             shapes = [s for s in bench.SETS["tutorial"] if s[1] <= 4096] + bench.SETS["small"]
             timed = [r for r in rows if r.get("host_us_p50") and r.get("gpu_us_p50") and (r["M"], r["N"]) in shapes
-                     and r["provider"] != bench.CEILING]  # fmt: skip
+                     and r["provider"] != bench.COPY]  # fmt: skip
             if not timed:
                 out.append(nodes.paragraph(text=self.tr(
                     _("The results recorded for {gpu} carry no host-included time yet."), gpu=gpu)))  # fmt: skip
