@@ -68,6 +68,27 @@ def test_wide_rows(shape, dtype):
     check_against_torch(x, (n,), *_affine(n, dtype))
 
 
+@gpu
+@pytest.mark.parametrize("path", ["C++ node", "Python", "default path"])
+@pytest.mark.parametrize("m", [8, 64, 200])
+@pytest.mark.parametrize("n", [32768, 65536, 131072, 262144])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
+def test_wide_rows_on_every_backward_path(dtype, n, m, path, monkeypatch):
+    """Rows of 32 K to 256 K values: the shared-row kernel (launched by the C++ node or from Python) and
+    the looped kernels (the default path). Programs sharing a row poll each other's records while they
+    are written, so a race shows up in some rows of some runs: three runs, each checked."""
+    import ln_tutorial
+    from ln_tutorial.variants import native
+
+    monkeypatch.setattr(native, "ENABLED", native.ENABLED and path == "C++ node")
+    ln_tutorial.use_variants(path != "default path")
+    try:
+        for _ in range(3):
+            check_against_torch(torch.randn(m, n, device=DEVICE, dtype=dtype), (n,), *_affine(n, dtype))
+    finally:
+        ln_tutorial.use_variants(True)
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("which", ["weight only", "bias only"])
 @pytest.mark.parametrize(

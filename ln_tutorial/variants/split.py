@@ -52,7 +52,7 @@ def plan(m: int, n: int, compute, device: int, cfg, has_dw: bool, has_db: bool) 
     reduce_meta = one_launch.reduce_blocks(n, has_dw + has_db, programs * parts, programs, cfg.num_warps)
     main = launcher(
         layer_norm_bwd_split_kernel, HAS_DW=has_dw, HAS_DB=has_db, SPLIT=parts,
-        SPLIT_BLOCK=launch.next_power_of_2(parts), BLOCK_M=cfg.block_m, BLOCK_N=block_n, COMPUTE=compute,
+        SPLIT_BLOCK=records_block(parts, cfg), BLOCK_M=cfg.block_m, BLOCK_N=block_n, COMPUTE=compute,
         PREFETCH=not INTERPRET and block_n >= 16, ONE_LAUNCH=not INTERPRET, num_warps=cfg.num_warps,
         **reduce_meta, **gpu_only,
     )  # fmt: skip
@@ -76,6 +76,19 @@ def run(plan, args: dict, params: list, device: int, cfg):
     except RuntimeError as error:
         one_launch.remember_refusal(error, device, cfg)
     return grads
+
+
+def records_block(parts: int, cfg) -> int:
+    """Width of the tile of records a program polls: every part of a row, and at least one record
+    per thread.
+
+    Triton assumes that threads holding copies of the same element hold the same value, and
+    reduces over one copy only. Values polled from memory that others are writing break that:
+    the copy whose "written" flags were checked need not be the copy that is summed, and a part
+    read a moment too early went into the sum (Triton 3.9, 64 parts of 8 warps). With one record
+    per thread there are no copies: every value summed is a value checked.
+    """
+    return max(launch.next_power_of_2(parts), 32 * cfg.num_warps // cfg.block_m)
 
 
 def registers(cfg) -> int:
@@ -197,7 +210,7 @@ def whole_row_sums(
     row_mask,  # (BLOCK_M,) rows that exist
     tag,  # the "written" flag of this launch
     SPLIT: tl.constexpr,  # programs sharing each row
-    SPLIT_BLOCK: tl.constexpr,  # power of two >= SPLIT
+    SPLIT_BLOCK: tl.constexpr,  # power of two >= SPLIT, one record per thread at least (see records_block)
 ):
     """Σ x̂·w·∇y and Σ w·∇y over whole rows, once all SPLIT parts have written theirs.
 
@@ -242,7 +255,7 @@ def layer_norm_bwd_split_kernel(
     HAS_DW: tl.constexpr,  # the layer norm has a weight: write dW partial rows
     HAS_DB: tl.constexpr,  # the layer norm has a bias: write dB partial rows
     SPLIT: tl.constexpr,  # programs sharing each row: cdiv(N, BLOCK_N)
-    SPLIT_BLOCK: tl.constexpr,  # power of two >= SPLIT
+    SPLIT_BLOCK: tl.constexpr,  # records polled per row: see records_block
     BLOCK_M: tl.constexpr,  # rows per tile
     BLOCK_N: tl.constexpr,  # columns of each row that one program holds
     COMPUTE: tl.constexpr,  # accumulation dtype (float32)
