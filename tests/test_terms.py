@@ -205,7 +205,7 @@ def renderings_missing(messages=None) -> list[str]:
     for name, msgid, msgstr in _real("renderings_missing") if messages is None else messages:
         if not CJK.search(msgstr):
             continue
-        english = prose(msgid)
+        english = prose(re.sub(r"\{\w+\}(?!`)", " ", msgid))  # not the {fields} of an output template
         text = re.sub(r"\\ |\*+\s?", "", msgstr)  # *协作式*\ 启动, *无偏置* 层归一化: one term each
         for term in checked:
             form = next((f for f in term.get("forms", [term["en"]]) if _word(f).search(english)), None)
@@ -256,7 +256,7 @@ _ENGLISH = re.compile(r"(?<![\w./=-])[A-Za-z][a-z]{2,}(?:'[a-z]+)?(?![\w/=(-]|\.
 
 def english_words(text: str, allowed=frozenset()) -> list[str]:
     """The English words of ``text`` outside identifiers, the glossary's allow-list and ``allowed``."""
-    text = re.sub(r"``.+?``|`[^`]*`|\{[^{}]*\}", " ", text)
+    text = re.sub(r"``.+?``|`[^`]*`|\{[^{}]*\}|\w+://\S+", " ", text)
     return [m.group(0) for m in _ENGLISH.finditer(text)
             if m.group(0).lower() not in ALLOWED_ENGLISH and m.group(0) not in allowed]
 

@@ -1,0 +1,387 @@
+"""The gallery pages' outputs, code comments and figure labels in the edition's language.
+
+The examples' own prose, printed strings and comments are translated by the page
+catalogs and the code catalogs (``docs/locale/<lang>/code/<example>.po``, see
+``ln_gallery.translate_code``). What the *package* prints (tables,
+``ln_tutorial.explain``), the package code the pages show, and the labels the
+package draws are English. This extension translates them where they land,
+from text alone, so it works on a fresh run and on outputs recorded on another
+machine (``ln_recorded``):
+
+* **Printed outputs.** Every literal block of class ``sphx-glr-script-out`` of a
+  gallery page is translated line by line through
+  ``docs/locale/<lang>/code/outputs.po``. A message there is a *template*: its
+  ``{name}`` fields match any text, which is translated in turn (a reason
+  inside a reason), and the line must match it whole. Messages with
+  ``msgctxt "cell"`` are cells of a table: a header such as ``values per
+  thread`` is replaced where it stands, its right edge kept, and the columns
+  below it widened when the translation is wider (width counted as a
+  terminal does: two columns for a Chinese character). ``100 %`` loses its
+  space. A line that no template matches is left as it is.
+* **Code.** The comments and docstrings of the gallery's Python blocks are
+  translated token by token through the example's code catalog,
+  ``code/package.po`` (the package code the pages show) and
+  ``code/layer_norm_triton.po`` (``ln_tutorial_book/plain.py``); the
+  generated ``# From <file>: ...`` lines through ``outputs.po``. String
+  literals of the package stay as the package has them. On every other page,
+  the comments of Python and shell blocks go through ``outputs.po``.
+* **Figures.** A non-English edition saves its figures with
+  :func:`translated_matplotlib_scraper`: each text of a figure (title, axis
+  labels, legend) is translated through ``outputs.po`` like an output line,
+  then sphinx-gallery's matplotlib scraper saves the figure as usual.
+
+``tests/test_code_i18n.py`` checks that the real outputs, explanations,
+tables and figure labels leave no English prose behind.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+import unicodedata
+from pathlib import Path
+
+from docutils import nodes
+from sphinx.transforms import SphinxTransform
+
+OUTPUT_CLASS = "sphx-glr-script-out"
+#: The translated font list of the figures (ln_gallery sets it for the whole run too).
+CJK_FONTS = ["DejaVu Sans", "Noto Sans CJK SC"]
+_FIELD = re.compile(r"\{(\w+)\}")
+_HAN = re.compile(r"[\u3400-\u9fff]")
+#: Code blocks whose ``#`` comments are translated through the templates (on every page).
+SHELL = ("bash", "sh", "shell", "console")
+_CACHE: dict = {}
+#: Set at config-inited: the edition's language and the docs folder (the scraper has no app).
+STATE = {"language": "en", "confdir": None}
+
+
+def width(text: str) -> int:
+    """Columns ``text`` takes in a terminal or a monospace font."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def _read_po(path: Path) -> list[tuple[str | None, str, str]]:
+    from babel.messages.pofile import read_po
+
+    if not Path(path).is_file():
+        return []
+    with Path(path).open("rb") as f:
+        return [(m.context, m.id, m.string) for m in read_po(f) if m.id and m.string and not m.fuzzy]
+
+
+class Translator:
+    """Output lines, table cells and figure texts through a catalog of templates (see the module docstring)."""
+
+    def __init__(self, entries):
+        self.templates = []
+        self.cells = []
+        for context, msgid, msgstr in entries:
+            if context == "cell":
+                self.cells.append((msgid, msgstr))
+                continue
+            parts = _FIELD.split(msgid)
+            # a field is English text (never Chinese: a line a translated print began stays whole)
+            pattern = "".join(re.escape(p) if i % 2 == 0 else f"(?P<{p}>[^\u3400-\u9fff]+?)"
+                              for i, p in enumerate(parts))
+            literal = sum(len(p) for p in parts[::2])
+            self.templates.append((literal, re.compile(pattern + r"\Z", re.S), msgstr))
+        self.templates.sort(key=lambda t: -t[0])
+        self.cells.sort(key=lambda c: -len(c[0]))
+
+    def segment(self, text: str, depth: int = 0) -> str | None:
+        """The translation of ``text`` by the first template it matches whole, else None."""
+        for _, pattern, msgstr in self.templates:
+            m = pattern.match(text)
+            if m:
+                fields = {k: self._field(v, depth) for k, v in m.groupdict().items()}
+                return _FIELD.sub(lambda f: fields[f.group(1)], msgstr)
+        return None
+
+    def _pieces(self, body: str) -> str:
+        """A translated line's English pieces between full-width marks (a value printed after
+        ``：``, a reason in ``（）``), each through the templates; no space after ``：``."""
+        parts = re.split(r"([：（）；])", body)
+        for i in range(0, len(parts), 2):
+            piece = parts[i].strip()
+            if piece and not _HAN.search(piece) and re.search(r"[A-Za-z]{2}", piece):
+                translated = self.segment(piece)
+                if translated is not None:
+                    parts[i] = parts[i].replace(piece, translated)
+        return re.sub(r"([：；]) +", r"\1", "".join(parts))
+
+    def _field(self, value: str, depth: int) -> str:
+        if depth >= 8 or not re.search(r"[A-Za-z]{2}", value):
+            return value
+        return self.segment(value, depth + 1) or self._cell_words(value)
+
+    def _cell_words(self, value: str) -> str:
+        """A field that is a cell's word (a provider, yes/no), or a list of them: their cell translations."""
+        cells = dict(self.cells)
+        return ", ".join(cells.get(item, item) for item in value.split(", "))
+
+    def line(self, line: str) -> str:
+        """One output line: a template for the whole line (indentation kept); in a line already
+        in the edition's language (a translated print), its English pieces; else unchanged."""
+        body = line.strip()
+        if not body:
+            return line
+        found = self.segment(body)
+        if found is None:
+            if not _HAN.search(body):
+                return line
+            found = self._pieces(body)
+            if found == body:
+                return line
+        indent = len(line) - len(line.lstrip())
+        if indent >= 4:  # a right-aligned name before a colon (rows of such lines): keep the colons aligned
+            before, after = re.split(r"[:：]", body, 1)[0], re.split(r"[:：]", found, 1)[0]
+            indent = max(0, indent + width(before) - width(after))
+        return " " * indent + _percent(found)
+
+    def text(self, text: str) -> str:
+        """A figure's text: line by line (a title's provenance line is a line of its own)."""
+        return "\n".join(self.line(line) for line in text.split("\n"))
+
+    def block(self, text: str) -> str:
+        """A whole printed output: lines through templates, tables cell by cell with their columns aligned."""
+        out, shifts = [], []
+        for line in text.split("\n"):
+            if not line.strip():
+                shifts = []
+                out.append(line)
+                continue
+            translated = self.line(line)
+            if translated != line or not _table_like(line):
+                out.append(translated)
+                continue
+            header = not re.search(r"\d", line)  # a table's rows hold numbers, its header none
+            if header:
+                line, shifts = self._cells(line)  # a header wider in translation widens the rows below
+            else:
+                line, _ = self._cells(_shift(line, shifts))
+            out.append(_table_percent(line))
+        return "\n".join(out)
+
+    def _cells(self, line: str) -> tuple[str, list[tuple[int, int]]]:
+        """``line`` with its known cells translated in place, right edges kept; the (edge, extra) overflows."""
+        edits = []
+        taken = [False] * len(line)
+        for phrase, translation in self.cells:
+            for m in re.finditer(r"(?:(?<=\s)|^)" + re.escape(phrase) + r"(?=\s|$)", line):
+                if any(taken[m.start():m.end()]):
+                    continue
+                for i in range(m.start(), m.end()):
+                    taken[i] = True
+                edits.append((m.start(), m.end(), translation))
+        overflows = []
+        for start, end, translation in sorted(edits, reverse=True):
+            pad = len(line[:start]) - len(line[:start].rstrip(" "))
+            room = pad if pad == start else pad - 1  # keep one space between cells
+            extra = width(translation) - (end - start)
+            if extra <= room:
+                line = line[: start - max(extra, 0)] + " " * max(-extra, 0) + translation + line[end:]
+            else:
+                line = line[: start - room] + translation + line[end:]
+                overflows.append((end, extra - room))
+        return line, overflows
+
+
+def _table_like(line: str) -> bool:
+    return bool(re.search(r"\S {2,}\S", line) or re.match(r" {2,}\S", line))
+
+
+def _shift(line: str, shifts: list[tuple[int, int]]) -> str:
+    """Widen the columns ending at the English header's edges by the overflow of their translated header."""
+    for edge, extra in sorted(shifts, reverse=True):
+        end = min(edge, len(line))
+        start = end
+        while start > 0 and line[start - 1] != " ":
+            start -= 1
+        line = line[:start] + " " * extra + line[start:]
+    return line
+
+
+def _table_percent(line: str) -> str:
+    """``79 %`` in a right-aligned cell: ``79%``, the space moved to the front."""
+    return re.sub(r"(?<= )(\S*\d) %(?=\s|$)", r" \1%", line)
+
+
+def _percent(text: str) -> str:
+    """``100 %`` in a sentence: ``100%``."""
+    return re.sub(r"(\d) %", r"\1%", text)
+
+
+def translator(confdir: Path | str, language: str) -> Translator:
+    """The templates of ``locale/<language>/code/outputs.po`` (cached)."""
+    key = (str(confdir), language, "outputs")
+    if key not in _CACHE:
+        _CACHE[key] = Translator(_read_po(Path(confdir) / "locale" / language / "code" / "outputs.po"))
+    return _CACHE[key]
+
+
+def code_catalog(confdir: Path | str, language: str, example: str) -> dict[str, str]:
+    """Comment and docstring translations for the code cells of ``example`` (see the module docstring)."""
+    key = (str(confdir), language, example)
+    if key not in _CACHE:
+        base = Path(confdir) / "locale" / language / "code"
+        catalog: dict[str, str] = {}
+        for name in ("layer_norm_triton", "package", example):
+            catalog.update({msgid: msgstr for context, msgid, msgstr in _read_po(base / f"{name}.po") if not context})
+        _CACHE[key] = catalog
+    return _CACHE[key]
+
+
+def _docstring_starts(code: str) -> set[tuple[int, int]]:
+    """(line, column) of every docstring of a function or class in ``code`` (nothing if it does not parse)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return set()
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                found.add((first.lineno, first.col_offset))
+    return found
+
+
+def comment_tokens(code: str):
+    """The COMMENT tokens and the docstring STRING tokens of ``code`` (none if it does not tokenize)."""
+    docstrings = _docstring_starts(code)
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return []
+    return [t for t in tokens if t.type == tokenize.COMMENT
+            or (t.type == tokenize.STRING and t.start in docstrings)]
+
+
+def translate_comments(code: str, catalog: dict[str, str], outputs: Translator) -> str:
+    """``code`` with its comments and docstrings translated (``# From ...`` lines through the templates)."""
+    lines = code.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    edits = []
+    for tok in comment_tokens(code):
+        new = catalog.get(tok.string)
+        if new is None and tok.type == tokenize.COMMENT:
+            body = outputs.segment(tok.string[1:].strip())
+            new = f"# {body}" if body else None
+        if new is not None and new != tok.string:
+            edits.append((starts[tok.start[0] - 1] + tok.start[1], starts[tok.end[0] - 1] + tok.end[1], new))
+    for begin, end, new in sorted(edits, reverse=True):
+        code = code[:begin] + new + code[end:]
+    return code
+
+
+def translate_shell_comments(code: str, outputs: Translator) -> str:
+    """A shell block with each ``# comment`` translated through the templates (its ``#`` stays in place)."""
+    def comment(m: re.Match) -> str:
+        translated = outputs.segment(m.group(2).strip())
+        return m.group(1) + translated if translated else m.group(0)
+
+    return re.sub(r"((?:^|(?<=\s))#[ \t]*)(.+)$", comment, code, flags=re.M)
+
+
+def translate_figure(fig, outputs: Translator) -> int:
+    """Translate the texts of a matplotlib figure in place; the number translated."""
+    from matplotlib.text import Text
+
+    count = 0
+    for artist in fig.findobj(Text):
+        text = artist.get_text()
+        if not text or "$" in text or not re.search(r"[A-Za-z]{2}", text):
+            continue
+        new = outputs.text(text)
+        if new != text:
+            artist.set_text(new)
+            artist.set_fontfamily(CJK_FONTS)
+            count += 1
+    return count
+
+
+def translated_matplotlib_scraper(block, block_vars, gallery_conf, **kwargs):
+    """sphinx-gallery's matplotlib scraper, after translating every open figure's texts (non-English editions)."""
+    from sphinx_gallery.scrapers import matplotlib_scraper
+
+    if STATE["language"] != "en" and STATE["confdir"]:
+        import matplotlib.pyplot as plt
+
+        outputs = translator(STATE["confdir"], STATE["language"])
+        for num in plt.get_fignums():
+            translate_figure(plt.figure(num), outputs)
+    return matplotlib_scraper(block, block_vars, gallery_conf, **kwargs)
+
+
+class TranslatedOutputs(SphinxTransform):
+    """Translate a gallery page's printed outputs and the comments of its code cells."""
+
+    default_priority = 820  # after the i18n transforms
+
+    def apply(self, **kwargs) -> None:
+        language = str(self.config.language)
+        if language == "en":
+            return
+        galleries = self.config.sphinx_gallery_conf.get("gallery_dirs", []) \
+            if "sphinx_gallery_conf" in self.config else []  # fmt: skip
+        galleries = [galleries] if isinstance(galleries, str) else list(galleries)
+        gallery = any(self.env.docname.startswith(g.rstrip("/") + "/") for g in galleries)
+        confdir = Path(self.env.srcdir)  # conf.py's folder: the locale folder is beside it
+        outputs = translator(confdir, language)
+        catalog = code_catalog(confdir, language, self.env.docname.rsplit("/", 1)[-1]) if gallery else {}
+        for node in list(self.document.findall(nodes.literal_block)):
+            text = node.astext()
+            kind = str(node.get("language", "")).lower()
+            if gallery and OUTPUT_CLASS in node.get("classes", []):
+                new = outputs.block(text)
+            elif kind in ("python", "python3", "py"):
+                new = translate_comments(text, catalog, outputs)
+            elif kind in SHELL:
+                new = translate_shell_comments(text, outputs)
+            else:
+                continue
+            if new != text:
+                node.children = [nodes.Text(new)]
+                node.rawsource = new  # equal to the text, or Sphinx no longer highlights the block
+
+
+def _configure(app, config) -> None:
+    """``config-inited``: remember the edition; a non-English one saves figures through the translating scraper."""
+    STATE["language"] = str(config.language)
+    STATE["confdir"] = str(app.confdir)
+    if STATE["language"] != "en" and "sphinx_gallery_conf" in config:
+        conf = config.sphinx_gallery_conf
+        conf["image_scrapers"] = tuple("ln_i18n_outputs.translated_matplotlib_scraper" if s == "matplotlib" else s
+                                       for s in conf.get("image_scrapers", ("matplotlib",)))
+
+
+def setup(app):
+    app.connect("config-inited", _configure, priority=6)
+    app.add_transform(TranslatedOutputs)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+def shown_package_messages(examples: Path | str) -> list[str]:
+    """The comments and docstrings of the package code the examples show (their markers), in order.
+
+    The messages of ``code/package.po``; ``ln_tutorial_book/plain.py``'s are in
+    ``code/layer_norm_triton.po`` already, and ``# fmt: skip`` is no prose.
+    """
+    import ln_gallery
+
+    found: list[str] = []
+    for script in sorted(Path(examples).glob("[0-9][0-9]_*.py")):
+        text = script.read_text(encoding="utf-8")
+        shown = [ln_gallery.object_excerpt(m["target"], m["start"], m["end"])[0] for m in ln_gallery.EXCERPT.finditer(text)]
+        shown += [ln_gallery.object_source(m["target"])[0] for m in ln_gallery.MARKER.finditer(text)
+                  if not m["target"].startswith("ln_tutorial_book.plain.")]
+        for code in shown:
+            for tok in comment_tokens(code):
+                if tok.string not in found and not re.fullmatch(r"#\s*fmt:\s*\w+", tok.string):
+                    found.append(tok.string)
+    return found
