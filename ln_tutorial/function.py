@@ -1,6 +1,6 @@
 """``layer_norm``: the differentiable entry point.
 
-Three thin routes lead to the same kernels:
+Three thin routes:
 
 * eager mode, the common call (a CUDA tensor with contiguous rows, the
   deterministic backward): :mod:`ln_tutorial.variants.native`, in C++, launches the
@@ -9,12 +9,10 @@ Three thin routes lead to the same kernels:
   host, not the GPU, decides the time);
 * eager mode otherwise: :class:`LayerNormFunction`, a plain
   ``torch.autograd.Function`` (the cheapest route through Python: the
-  custom-operator dispatch below costs more host time than a small layer
+  dispatch of a custom operator costs more host time than a small layer
   norm costs the GPU);
-* under ``torch.compile``: the operators ``ln_tutorial::layer_norm_fwd`` and
-  ``ln_tutorial::layer_norm_bwd``, made with :func:`torch.library.triton_op`:
-  the compiler traces them down to the default kernels, launched through
-  :func:`torch.library.wrap_triton`, and ``fullgraph=True`` keeps them in one graph.
+* under ``torch.compile``: torch's own layer norm, which Inductor generates
+  fused with its neighbours (see :func:`_compiled_layer_norm`).
 
 Inputs the kernels cannot read as they are -- tensor subclasses such as
 ``DTensor``, the wrapped tensors of ``torch.func`` transforms, meta tensors,
@@ -27,71 +25,27 @@ are right; the usual backward keeps the kernels.
 
 import math
 import numbers
-from typing import Optional, Sequence, Tuple, Union
+from typing import Optional, Sequence, Union
 
 import torch
 import torch.nn.functional as F
 
 from torch.autograd import forward_ad
 
-from ln_tutorial import differentiable, launch, variants
-from ln_tutorial.launcher import INTERPRET, hooks_installed
+from ln_tutorial import differentiable, dispatch, host
+from ln_tutorial._common import INTERPRET
 from ln_tutorial.variants import native
 
 
-@torch.library.triton_op("ln_tutorial::layer_norm_fwd", mutates_args=())
-def layer_norm_fwd(
-    x: torch.Tensor,
-    weight: Optional[torch.Tensor],
-    bias: Optional[torch.Tensor],
-    eps: float,
-    backward_strategy: str,
-) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``y, mean, rstd`` for ``x`` of shape (M, N). ``backward_strategy`` is used by the backward."""
-    return launch.layer_norm_forward(x, weight, bias, eps, traced=True)
-
-
-@torch.library.triton_op("ln_tutorial::layer_norm_bwd", mutates_args=())
-def layer_norm_bwd(
-    dy: torch.Tensor,
-    x: torch.Tensor,
-    weight: Optional[torch.Tensor],
-    bias: Optional[torch.Tensor],
-    mean: torch.Tensor,
-    rstd: torch.Tensor,
-    strategy: str,
-) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``dx, dw, db``; a missing weight or bias gets an empty gradient."""
-    dx, dw, db = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, strategy, traced=True)
-    return dx, x.new_empty(0) if dw is None else dw, x.new_empty(0) if db is None else db
-
-
-def _save(ctx, x, weight, bias, mean, rstd, strategy):
-    ctx.save_for_backward(x, weight, bias, mean, rstd)
-    ctx.strategy = strategy
-
-
-def _gradients(ctx, dy, backward):
-    """Input and parameter gradients; ``backward`` is the launcher or the custom op.
-
-    With grad mode on (``create_graph=True``) the gradients carry their own graph instead.
-    """
+def _gradients(ctx, dy):
+    """Input and parameter gradients from the saved statistics; with grad mode on
+    (``create_graph=True``) gradients that carry their own graph."""
     x, weight, bias, mean, rstd = ctx.saved_tensors
     if torch.is_grad_enabled():
         dx, dw, db = differentiable.layer_norm_backward(dy, x, weight, bias, rstd)
     else:
-        dx, dw, db = backward(dy, x, weight, bias, mean, rstd, ctx.strategy)
+        dx, dw, db = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd, ctx.strategy)
     return dx, dw if weight is not None else None, db if bias is not None else None, None, None
-
-
-def _setup_context(ctx, inputs, output):
-    x, weight, bias, _, strategy = inputs
-    _save(ctx, x, weight, bias, *output[1:], strategy)
-
-
-layer_norm_fwd.register_autograd(
-    lambda ctx, dy, _dmean, _drstd: _gradients(ctx, dy, layer_norm_bwd), setup_context=_setup_context
-)
 
 
 class LayerNormFunction(torch.autograd.Function):
@@ -99,20 +53,21 @@ class LayerNormFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias, eps, strategy):
-        y, mean, rstd = launch.layer_norm_forward(x, weight, bias, eps)
-        _save(ctx, x, weight, bias, mean, rstd, strategy)
+        y, mean, rstd = dispatch.layer_norm_forward(x, weight, bias, eps)
+        ctx.save_for_backward(x, weight, bias, mean, rstd)
+        ctx.strategy = strategy
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        return _gradients(ctx, dy, launch.layer_norm_backward)
+        return _gradients(ctx, dy)
 
 
 def check_options(backward_strategy: str, eps: float, caller: str = "layer_norm") -> None:
     """Raise ``ValueError`` naming the argument unless ``backward_strategy`` and ``eps`` are accepted values."""
-    if backward_strategy not in launch.STRATEGIES:
+    if backward_strategy not in host.STRATEGIES:
         raise ValueError(
-            f"{caller}: unknown backward_strategy {backward_strategy!r}; expected one of {launch.STRATEGIES}"
+            f"{caller}: unknown backward_strategy {backward_strategy!r}; expected one of {host.STRATEGIES}"
         )
     if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 <= eps < math.inf:
         raise ValueError(f"{caller}: eps must be a finite number >= 0, got {eps!r}")
@@ -181,26 +136,37 @@ def layer_norm(
     :func:`torch.nn.functional.layer_norm`. Gradients of gradients
     (``create_graph=True``) are supported.
     """
-    compiling = torch.compiler.is_compiling()
-    use_native = native.ENABLED and variants.ENABLED and backward_strategy == "deterministic" and not compiling
-    if use_native and not hooks_installed():
+    if torch.compiler.is_compiling():
+        return _compiled_layer_norm(input, normalized_shape, weight, bias, eps, backward_strategy)
+    if backward_strategy == "deterministic" and dispatch.cpp_takes_calls():
         y = native.forward(input, normalized_shape, weight, bias, eps)  # None: not a call it takes
         if y is not None:
             return y
     check_options(backward_strategy, eps)
-    if not compiling and _kernels_cannot_read(input, weight, bias):
+    if _kernels_cannot_read(input, weight, bias):
         return F.layer_norm(input, normalized_shape, weight, bias, eps)
     if isinstance(input, torch.Tensor) and input.is_cuda and torch.is_autocast_enabled("cuda"):
         # Autocast runs torch's layer_norm in float32 on CUDA, half-precision tensors cast first; do the same
         # (the C++ forward above does it in C++).
         input, weight, bias = (t.float() if isinstance(t, torch.Tensor) and t.dtype in _HALF else t
                                for t in (input, weight, bias))  # fmt: skip
-    normalized_shape = launch.check_inputs(input, normalized_shape, weight, bias)
+    normalized_shape = host.check_inputs(input, normalized_shape, weight, bias)
     if not (input.is_cuda or (INTERPRET and input.device.type == "cpu")):
         return F.layer_norm(input, normalized_shape, weight, bias, eps)
     args = (_as_rows(input, math.prod(normalized_shape)), _flat_param(weight), _flat_param(bias), float(eps))
-    if compiling:
-        y = torch.ops.ln_tutorial.layer_norm_fwd(*args, backward_strategy)[0]
-    else:
-        y = LayerNormFunction.apply(*args, backward_strategy)
+    y = LayerNormFunction.apply(*args, backward_strategy)
     return y if y.shape == input.shape else y.view(input.shape)
+
+
+def _compiled_layer_norm(input, normalized_shape, weight, bias, eps, backward_strategy):
+    """Under ``torch.compile``: torch's layer norm, which Inductor generates fused with the casts,
+    residual adds and dropout around it. That fusion saves a compiled training step more than
+    separate kernels gain (the performance page measures both); the arguments are checked as in
+    eager mode, and float32 parameters with a half-precision input computed in float32 as here."""
+    check_options(backward_strategy, eps)
+    normalized_shape = host.check_inputs(input, normalized_shape, weight, bias)
+    params = [p for p in (weight, bias) if p is not None]
+    if any(p.dtype != input.dtype for p in params):  # torch's CUDA kernel takes one dtype
+        y = F.layer_norm(input.float(), normalized_shape, weight, bias, eps)
+        return y.to(input.dtype)
+    return F.layer_norm(input, normalized_shape, weight, bias, eps)

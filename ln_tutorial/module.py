@@ -4,7 +4,7 @@ import numbers
 
 import torch
 
-from ln_tutorial import launch
+from ln_tutorial._common import SUPPORTED_DTYPES
 from ln_tutorial.function import check_options, layer_norm
 
 
@@ -30,8 +30,8 @@ class LayerNorm(torch.nn.LayerNorm):
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
         if not all(isinstance(d, numbers.Integral) and d >= 0 for d in shape):
             raise ValueError(f"LayerNorm: normalized_shape must be integers >= 0, got {normalized_shape!r}")
-        if dtype is not None and dtype not in launch.SUPPORTED_DTYPES:
-            raise TypeError(f"LayerNorm: dtype {dtype} is not supported; expected one of {launch.SUPPORTED_DTYPES}")
+        if dtype is not None and dtype not in SUPPORTED_DTYPES:
+            raise TypeError(f"LayerNorm: dtype {dtype} is not supported; expected one of {SUPPORTED_DTYPES}")
         check_options(backward_strategy, eps, "LayerNorm")
         super().__init__(normalized_shape, eps, elementwise_affine, bias, device, dtype)
         self.backward_strategy = backward_strategy

@@ -7,8 +7,8 @@ import triton
 
 from conftest import DEVICE
 from helpers import check_against_torch, leaf
-from ln_tutorial import kernels, launch, launcher, layer_norm
-from ln_tutorial.variants import one_launch, split
+from ln_tutorial import kernels, _common, dispatch, host, tuning, layer_norm
+from ln_tutorial.variants import cooperative, fast_launch, one_launch, split
 from ln_tutorial.reference import layer_norm_backward_reference
 
 gpu = pytest.mark.gpu
@@ -24,7 +24,7 @@ def _backward_inputs(m, n, dtype=torch.float32):
     (which do not depend on the weight and bias)."""
     x, dy = torch.randn(m, n, device=DEVICE, dtype=dtype), torch.randn(m, n, device=DEVICE, dtype=dtype)
     weight, bias = _affine(n, dtype)
-    _, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
+    _, mean, rstd = dispatch.layer_norm_forward(x, weight, bias, 1e-5)
     return x, dy, weight, bias, mean, rstd
 
 
@@ -46,7 +46,7 @@ def _backward_inputs(m, n, dtype=torch.float32):
 def test_strategies_match_reference(shape, dtype, strategy):
     m, n = shape
     x = torch.randn(m, n, device=DEVICE, dtype=dtype)
-    if strategy == "lock" and triton.next_power_of_2(n) * x.element_size() > launch.MAX_FUSED_FWD_BYTES:
+    if strategy == "lock" and triton.next_power_of_2(n) * x.element_size() > host.MAX_FUSED_FWD_BYTES:
         with pytest.raises(ValueError, match="'lock' backward keeps a whole row"):
             check_against_torch(x, (n,), *_affine(n, dtype), strategy=strategy)
         return
@@ -95,7 +95,7 @@ def test_wide_rows_on_every_backward_path(dtype, n, m, path, monkeypatch):
     "config",
     [
         None,  # the table's choice: the persistent kernel
-        launch.BackwardConfig(True, 2, 32, 1, 1, 2),  # forced wide-row kernels, loop step 32
+        tuning.BackwardConfig(True, 2, 32, 1, 1, 2),  # forced wide-row kernels, loop step 32
     ],
     ids=["persistent", "looped"],
 )
@@ -106,7 +106,7 @@ def test_one_parameter_gradient(which, config, strategy):
     m, n = 37, 100
     x, dy, weight, bias, mean, rstd = _backward_inputs(m, n)
     weight, bias = (weight, None) if which == "weight only" else (None, bias)
-    dx, dw, db = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, strategy, config)
+    dx, dw, db = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd, strategy, config)
     exact_dx, exact_dw, exact_db = layer_norm_backward_reference(dy, x, weight)
     assert (dw is None) == (weight is None) and (db is None) == (bias is None)
     for name, ours, exact in (("dx", dx, exact_dx), ("dw", dw, exact_dw), ("db", db, exact_db)):
@@ -123,8 +123,8 @@ def test_launchers_are_shared_across_row_counts():
         x = torch.randn(m, n, device=DEVICE, requires_grad=True)
         layer_norm(x, (n,), weight, bias).sum().backward()
         if m == 9:
-            made = len(launcher._launchers)
-    assert len(launcher._launchers) == made
+            made = host._kernel_call.cache_info().currsize
+    assert host._kernel_call.cache_info().currsize == made
 
 
 def test_forced_looped_backward_kernels():
@@ -132,8 +132,8 @@ def test_forced_looped_backward_kernels():
     m, n = 6, 100
     x, dy, weight, bias, mean, rstd = _backward_inputs(m, n)
     for num_stages in (1, 2):
-        cfg = launch.BackwardConfig(True, 2, 32, 1, 1, num_stages)
-        dx, dw, db = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
+        cfg = tuning.BackwardConfig(True, 2, 32, 1, 1, num_stages)
+        dx, dw, db = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
         for name, ours, exact in zip(("dx", "dw", "db"), (dx, dw, db), layer_norm_backward_reference(dy, x, weight)):
             torch.testing.assert_close(ours.double(), exact, atol=1e-5, rtol=1e-5, msg=name)
 
@@ -151,11 +151,11 @@ def test_forced_looped_backward_kernels():
 def test_persistent_backward_pipelining(num_stages, reload, tail_n):
     """Several loop steps per program, the last one partly masked, with and without pipelining,
     holding each tile across the row sums or reading it again, the row in one tile or two."""
-    sms = launcher.sm_count(torch.empty(0, device=DEVICE).get_device())
+    sms = _common.sm_count(torch.empty(0, device=DEVICE).get_device())
     m, n = 3 * 2 * sms + 1, 40
     x, dy, weight, bias, mean, rstd = _backward_inputs(m, n)
-    cfg = launch.BackwardConfig(False, 2, 32 if tail_n else 64, 4, 1, num_stages, reload, tail_n=tail_n)
-    dx, dw, db = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
+    cfg = tuning.BackwardConfig(False, 2, 32 if tail_n else 64, 4, 1, num_stages, reload, tail_n=tail_n)
+    dx, dw, db = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
     for name, ours, exact in zip(("dx", "dw", "db"), (dx, dw, db), layer_norm_backward_reference(dy, x, weight)):
         torch.testing.assert_close(ours.double(), exact, atol=1e-4, rtol=1e-5, msg=name)
 
@@ -167,18 +167,18 @@ def test_backward_tiles_cover_the_row(element_size):
     where it saves lanes. Half-precision rows of 12289 to 16384 values are shared too. Without shared
     rows (a refused split) the wide rows loop and those of 12289 to 16384 take one tile."""
     for n in [*range(1, 20000, 97), 8192, 8193, 12288, 12289, 16383, 16384]:
-        wide = triton.next_power_of_2(n) * element_size > launch.MAX_FUSED_BWD_BYTES
-        cfg = launch.backward_config(n, element_size)
+        wide = triton.next_power_of_2(n) * element_size > host.MAX_FUSED_BWD_BYTES
+        cfg = dispatch.backward_config(n, element_size)
         assert cfg.split == (wide and element_size != 8 or element_size == 2 and 12288 < n <= 16384), n
         assert cfg.looped == (wide and element_size == 8), n
-        unshared = launch.backward_config(n, element_size, share_rows=False)
+        unshared = host.backward_choice(n, element_size, -1, False).config
         assert not unshared.split and unshared.looped == wide, n
         assert unshared == cfg or cfg.split, n
         for c in (cfg, unshared):
             if not (c.split or c.looped):
                 assert c.block_n + c.tail_n >= n, n
                 assert c.tail_n == 0 or c.block_n + c.tail_n < triton.next_power_of_2(n), n
-    assert launch.backward_config(9216, 2).tail_n == 1024  # 8192 + 1024
+    assert dispatch.backward_config(9216, 2).tail_n == 1024  # 8192 + 1024
 
 
 @pytest.mark.parametrize("which", ["weight and bias", "weight only", "neither"])
@@ -195,13 +195,13 @@ def test_split_backward(block_m, per_sm, which):
     the same bits on a second run.
     The interpreter runs it with one program per row (a program would wait forever for a later one)."""
     device = torch.empty(0, device=DEVICE).get_device()
-    sms = launcher.sm_count(device)
+    sms = _common.sm_count(device)
     m, n = 5 * sms * per_sm + 1, 100
     x, dy, weight, bias, mean, rstd = _backward_inputs(m, n)
     weight, bias = {"weight and bias": (weight, bias), "weight only": (weight, None), "neither": (None, None)}[which]
-    cfg = launch.BackwardConfig(False, block_m, 32, 1, per_sm, split=True)
-    first = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
-    second = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
+    cfg = tuning.BackwardConfig(False, block_m, 32, 1, per_sm, split=True)
+    first = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
+    second = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
     exact = layer_norm_backward_reference(dy, x, weight)
     for name, ours, again, reference in zip(("dx", "dw", "db"), first, second, exact):
         if name == "dw" and weight is None or name == "db" and bias is None:
@@ -214,7 +214,7 @@ def test_split_backward(block_m, per_sm, which):
 def _plan(m, n, config, has_dw=True, has_db=True, dtype=torch.float32):
     """The deterministic backward's plan for rows on DEVICE (``.reduce is None``: one launch)."""
     device = torch.empty(0, device=DEVICE).get_device()
-    return launch.backward_plan(m, n, dtype, device, config, has_dw, has_db, True)
+    return dispatch.backward_path(m, n, dtype, device, has_dw, has_db, True, config).plan
 
 
 def _assert_replays_match(graph, captured, eager, replays):
@@ -233,9 +233,9 @@ def test_backward_launch_count():
     grid-wide barrier); larger ones take two, and so does everything under the interpreter,
     which runs programs one after another: a barrier there would wait forever."""
     n = 1024
-    cfg = launch.backward_config(n, 4)
+    cfg = dispatch.backward_config(n, 4)
     largest_small = one_launch.MAX_BYTES // (n * 4)
-    assert (_plan(largest_small, n, cfg).reduce is None) == (not launcher.INTERPRET)
+    assert (_plan(largest_small, n, cfg).reduce is None) == (not _common.INTERPRET)
     assert _plan(largest_small + 1, n, cfg).reduce is not None
     assert _plan(64, n, cfg._replace(one_launch=False)).reduce is not None
     assert _plan(64, n, cfg, has_dw=False, has_db=False).main.kernel is kernels.layer_norm_bwd_persistent_kernel
@@ -257,10 +257,10 @@ def test_one_launch_matches_two_launches(shape, which):
     m, n = shape
     x, dy, weight, bias, mean, rstd = _backward_inputs(m, n)
     weight, bias = {"weight and bias": (weight, bias), "weight only": (weight, None), "bias only": (None, bias)}[which]
-    cfg = launch.backward_config(n, 4)
+    cfg = dispatch.backward_config(n, 4)
     assert _plan(m, n, cfg, weight is not None, bias is not None).reduce is None  # one launch
-    one = [launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg) for _ in range(2)]
-    two = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg._replace(one_launch=False))
+    one = [dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg) for _ in range(2)]
+    two = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg._replace(one_launch=False))
     exact = layer_norm_backward_reference(dy, x, weight)
     assert torch.equal(one[0][0], two[0])
     for name, a, again, b, e in zip(("dx", "dw", "db"), *one, two, exact):
@@ -277,11 +277,11 @@ def test_one_launch_backward_in_a_cuda_graph():
     (a new stream), and every replay gives the eager result."""
     m, n = 4096, 1024
     x, dy, weight, bias, mean, rstd = _backward_inputs(m, n)
-    assert _plan(m, n, launch.backward_config(n, 4)).reduce is None  # one launch
-    eager = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
+    assert _plan(m, n, dispatch.backward_config(n, 4)).reduce is None  # one launch
+    eager = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        captured = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
+        captured = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
     _assert_replays_match(graph, captured, eager, 2)
 
 
@@ -290,12 +290,12 @@ def test_refused_cooperative_launch_falls_back_to_two_launches():
     """More programs than the GPU holds at once: the driver refuses the cooperative launch,
     and the backward takes two launches instead, now and for later calls."""
     m, n = 8192, 1024
-    cfg = launch.BackwardConfig(False, 1, n, 4, 64, 1)  # 64 programs per SM: more than fit
+    cfg = tuning.BackwardConfig(False, 1, n, 4, 64, 1)  # 64 programs per SM: more than fit
     x, dy, weight, bias, mean, rstd = _backward_inputs(m, n)
-    got = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
-    assert (x.get_device(), cfg) in one_launch.refused
+    got = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
+    assert (x.get_device(), cfg) in cooperative.refused
     assert _plan(m, n, cfg).reduce is not None  # and later calls plan two launches
-    two = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg._replace(one_launch=False))
+    two = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg._replace(one_launch=False))
     for a, b in zip(got, two):
         assert torch.equal(a, b)
 
@@ -312,24 +312,22 @@ def test_refused_split_falls_back_to_rows_not_shared(n, dtype):
     """Where the driver refused the split kernel's grid (a share of the GPU taken, say), the
     package's choice becomes its configuration without shared rows, with the same results."""
     device = torch.empty(0, device=DEVICE).get_device()
-    cfg = launch.backward_config(n, dtype.itemsize, device)
+    cfg = dispatch.backward_config(n, dtype.itemsize, device)
     assert cfg.split
     x, dy, weight, bias, mean, rstd = _backward_inputs(64, n, dtype)
-    shared = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
-    one_launch.refused.add((device, cfg))
+    shared = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
+    cooperative.refused.add((device, cfg))
     try:
         assert not split.fits(cfg, n, device)
-        fallback = launch.backward_config(n, dtype.itemsize, device)
-        assert fallback == launch.backward_config(n, dtype.itemsize, device, share_rows=False)
+        fallback = dispatch.backward_config(n, dtype.itemsize, device)
+        assert fallback == host.backward_choice(n, dtype.itemsize, device, False).config
         assert not fallback.split and fallback.looped == (dtype == torch.float32)
-        launch.backward_plan.cache_clear()
-        unshared = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
+        unshared = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
         # a configuration the caller gives is launched as given (here the refusal was only recorded)
-        given = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
+        given = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
         assert all(torch.equal(a, b) for a, b in zip(shared, given))
     finally:
-        one_launch.refused.discard((device, cfg))
-        launch.backward_plan.cache_clear()
+        cooperative.refused.discard((device, cfg))
     exact = layer_norm_backward_reference(dy, x, weight)
     tol = 1e-4 if dtype == torch.float32 else 2e-2
     for name, a, b, reference in zip(("dx", "dw", "db"), shared, unshared, exact):
@@ -352,14 +350,15 @@ def test_split_registers_let_its_programs_fit(n, dtype):
     fit on an SM's 65536 registers, and the cooperative grid is accepted (a configuration the caller
     gives is never replaced, so a refusal would raise here)."""
     device = torch.empty(0, device=DEVICE).get_device()
-    m = 2 * launcher.sm_count(device)
-    cfg = launch.backward_config(n, dtype.itemsize)
+    m = 2 * _common.sm_count(device)
+    cfg = dispatch.backward_config(n, dtype.itemsize)
     assert cfg.split
     x, dy, weight, bias, mean, rstd = _backward_inputs(m, n, dtype)
-    launch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
+    dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
     plan = _plan(m, n, cfg, dtype=dtype)
-    assert plan.main.compiled  # every specialization compiled so far (other tests share the launcher) fits
-    for entry in plan.main.compiled.values():
+    entries = [entry for key, entry in fast_launch._compiled.items() if key[0] == plan.main]
+    assert entries  # every specialization compiled so far (other tests share the kernel) fits
+    for entry in entries:
         assert entry[5].n_regs * cfg.num_warps * 32 * cfg.programs_per_sm <= 65536
 
 
@@ -372,16 +371,16 @@ def test_split_records_from_earlier_launches_never_count(monkeypatch):
     the records were just zeroed, and the right gradients."""
     n = 16384  # bfloat16: 8 parts of 2048 columns
     x, dy, weight, bias, mean, rstd = _backward_inputs(300, n, torch.bfloat16)
-    plan = launch.backward_plan(300, n, x.dtype, x.get_device(), launch.backward_config(n, 2), True, True, True)
+    plan = _plan(300, n, dispatch.backward_config(n, 2), dtype=x.dtype)
     assert plan.parts == 8 and plan.reduce is None  # shared rows, one launch
-    first = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
+    first = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
     for m, width in [(900, n), (37, 40000), (2000, 65536)]:  # stale records of other shapes in the same buffer
         other = torch.randn(m, width, device=DEVICE, dtype=torch.bfloat16)
-        _, m_mean, m_rstd = launch.layer_norm_forward(other, None, None, 1e-5)
-        launch.layer_norm_backward(torch.randn_like(other), other, None, None, m_mean, m_rstd)
-    later = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
+        _, m_mean, m_rstd = dispatch.layer_norm_forward(other, None, None, 1e-5)
+        dispatch.layer_norm_backward(torch.randn_like(other), other, None, None, m_mean, m_rstd)
+    later = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
     monkeypatch.setattr(split, "RECORDS_LIFETIME", 1)  # zeroed again at the next call
-    zeroed = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
+    zeroed = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
     for a, b, c in zip(first, later, zeroed):
         assert torch.equal(a, b) and torch.equal(a, c)
     exact = layer_norm_backward_reference(dy, x, weight)
@@ -397,14 +396,14 @@ def test_split_backward_in_a_cuda_graph():
     replay's records, gives the eager result; so does an eager call on that stream afterwards."""
     m, n = 300, 40000  # bfloat16: rows shared by 20 programs of 2048 columns
     x, dy, weight, bias, mean, rstd = _backward_inputs(m, n, torch.bfloat16)
-    assert _plan(m, n, launch.backward_config(n, 2), dtype=x.dtype).reduce is None
-    eager = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
+    assert _plan(m, n, dispatch.backward_config(n, 2), dtype=x.dtype).reduce is None
+    eager = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
     graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
     with torch.cuda.graph(graph, stream=stream):
-        captured = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
+        captured = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
     _assert_replays_match(graph, captured, eager, 3)
     with torch.cuda.stream(stream):
-        after = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
+        after = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
     torch.cuda.synchronize()
     for a, b in zip(after, eager):
         assert torch.equal(a, b)
@@ -412,15 +411,15 @@ def test_split_backward_in_a_cuda_graph():
 
 @gpu
 def test_split_state_keeps_the_recent_streams(monkeypatch):
-    """The split kernel's barrier and records are kept for the STATE_STREAMS most recently used
+    """The split kernel's barrier and records are kept for the CACHE_SIZE most recently used
     streams; one dropped and used again starts from zeroed tensors."""
     device = torch.empty(0, device=DEVICE).get_device()
     monkeypatch.setattr(split, "_states", {})
     first, _ = split.records_state(device, 1, 8)
     assert split.records_state(device, 1, 8)[0] is first  # kept while recently used
-    for stream in range(2, 2 + split.STATE_STREAMS):
+    for stream in range(2, 2 + split.CACHE_SIZE):
         split.records_state(device, stream, 8)
-    assert len(split._states) == split.STATE_STREAMS and (device, 1) not in split._states
+    assert len(split._states) == split.CACHE_SIZE and (device, 1) not in split._states
     again, records = split.records_state(device, 1, 8)
     assert again is not first and not again.any() and not records.any()
 
@@ -502,7 +501,7 @@ def test_n1_gradients_are_zero(dtype):
 
 
 def test_lock_strategy_rejects_rows_it_cannot_hold():
-    n = launch.MAX_FUSED_FWD_BYTES // 4 + 1  # float32
+    n = host.MAX_FUSED_FWD_BYTES // 4 + 1  # float32
     x = torch.randn(1, n, device=DEVICE, requires_grad=True)
     y = layer_norm(x, (n,), backward_strategy="lock")
     with pytest.raises(ValueError, match="lock"):

@@ -5,7 +5,7 @@ import torch
 
 from conftest import DEVICE
 from helpers import run_without_interpreter
-from ln_tutorial import LayerNorm, launch, layer_norm
+from ln_tutorial import LayerNorm, _common, dispatch, host, tuning, layer_norm
 
 
 def _x(*shape, dtype=torch.float32):
@@ -112,19 +112,19 @@ def test_launcher_rejects_tensors_on_other_devices():
     """The launcher passes addresses, not tensors, to Triton: a CPU tensor among them must raise, not be read."""
     x = torch.randn(4, 8, device="cuda")
     with pytest.raises(ValueError, match=r"one GPU; got tensors on \['cpu', 'cuda:0'\]"):
-        launch.layer_norm_forward(x, torch.ones(8), None, 1e-5)
-    dy, (_, mean, rstd) = torch.randn_like(x), launch.layer_norm_forward(x, None, None, 1e-5)
+        dispatch.layer_norm_forward(x, torch.ones(8), None, 1e-5)
+    dy, (_, mean, rstd) = torch.randn_like(x), dispatch.layer_norm_forward(x, None, None, 1e-5)
     with pytest.raises(ValueError, match="one GPU"):
-        launch.layer_norm_backward(dy, x, None, None, mean.cpu(), rstd)
+        dispatch.layer_norm_backward(dy, x, None, None, mean.cpu(), rstd)
 
 
 def test_launcher_without_gpu_or_interpreter():
     """Launchers called directly with CPU tensors and no interpreter name the problem (a fresh process)."""
     code = (
         "import pytest, torch\n"
-        "from ln_tutorial import launch, launcher\n"
-        "assert not launcher.INTERPRET\n"
+        "from ln_tutorial import _common, dispatch, host, tuning\n"
+        "assert not _common.INTERPRET\n"
         "with pytest.raises(ValueError, match='need CUDA tensors'):\n"
-        "    launch.layer_norm_forward(torch.randn(4, 8), None, None, 1e-5)\n"
+        "    dispatch.layer_norm_forward(torch.randn(4, 8), None, None, 1e-5)\n"
     )
     run_without_interpreter(code)

@@ -6,13 +6,14 @@ import torch.nn.functional as F
 
 from conftest import DEVICE, ON_GPU
 from helpers import assert_as_accurate_as_torch, check_against_torch, run_without_interpreter
-from ln_tutorial import kernels, launch, launcher, layer_norm
-from ln_tutorial.launcher import GLUON, INTERPRET
+from ln_tutorial import kernels, _common, dispatch, host, tuning, layer_norm
+from ln_tutorial._common import INTERPRET
 from ln_tutorial.reference import layer_norm_reference
+from ln_tutorial.variants import fast_launch
 
 DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 gpu = pytest.mark.gpu
-needs_gluon = pytest.mark.skipif(not GLUON, reason="the Gluon kernels need Triton 3.6 or later")
+needs_gluon = pytest.mark.skipif(_common.TRITON_VERSION < (3, 6), reason="the Gluon kernels need Triton 3.6 or later")
 
 SHAPES = [
     pytest.param((16, 64), id="pow2"),
@@ -142,16 +143,16 @@ def test_looped_forward_reads_only_the_row():
     buf = torch.full((3, 16384), 1e300, dtype=torch.float64, device=DEVICE)
     buf[:, :9000] = torch.randn(3, 9000, dtype=torch.float64, device=DEVICE)
     x = buf[:, :9000]
-    assert launch.forward_config(9000, 8).looped
+    assert dispatch.forward_config(9000, 8).looped
     torch.testing.assert_close(layer_norm(x, (9000,)), F.layer_norm(x, (9000,)))
 
 
 def test_padded_short_rows_take_their_own_configuration():
     """Half-precision rows of 1025 to 1792 values take one row per program; 2048-value rows,
     and float32 rows of the same bytes, keep the table's entry (the performance page)."""
-    assert launch.forward_config(1025, 2) == launch.forward_config(1792, 2) == launch.ForwardConfig(False, 1, 2048, 4)
-    assert launch.forward_config(1793, 2) == launch.forward_config(2048, 2) == launch.ForwardConfig(False, 2, 2048, 8)
-    assert launch.forward_config(1024, 4) == launch.ForwardConfig(False, 2, 1024, 8)
+    assert dispatch.forward_config(1025, 2) == dispatch.forward_config(1792, 2) == tuning.ForwardConfig(False, 1, 2048, 4)
+    assert dispatch.forward_config(1793, 2) == dispatch.forward_config(2048, 2) == tuning.ForwardConfig(False, 2, 2048, 8)
+    assert dispatch.forward_config(1024, 4) == tuning.ForwardConfig(False, 2, 1024, 8)
 
 
 @needs_gluon
@@ -159,7 +160,7 @@ def test_padded_half_rows_take_two_tiles():
     """Half-precision rows of 4097 to 8191 and 8193 to 12287 values take the Gluon kernel with a
     power-of-two tail tile on a GPU; powers of two, float32 rows and longer rows do not, and
     nothing does with the variants off or in the interpreter (which cannot run Gluon)."""
-    two_tiles = lambda head, warps, tail: launch.ForwardConfig(False, 1, head, warps, tail_n=tail)  # noqa: E731
+    two_tiles = lambda head, warps, tail: tuning.ForwardConfig(False, 1, head, warps, tail_n=tail)  # noqa: E731
     expected = {
         4097: two_tiles(4096, 8, 256),  # the smallest tail: one column per lane
         4608: two_tiles(4096, 8, 512),
@@ -171,17 +172,17 @@ def test_padded_half_rows_take_two_tiles():
     }
     for n, cfg in expected.items():
         if not INTERPRET:
-            assert launch.forward_config(n, 2) == cfg, n
-        assert not launch._forward_config(n, 2, -1, False).config.tail_n, n  # variants off
+            assert dispatch.forward_config(n, 2) == cfg, n
+        assert not host.forward_choice(n, 2, -1, False).config.tail_n, n  # variants off
     for n, size in ((4096, 2), (8192, 2), (12288, 2), (12289, 2), (3584, 2), (4608, 4), (9000, 4)):
-        assert not launch.forward_config(n, size).tail_n, (n, size)
+        assert not dispatch.forward_config(n, size).tail_n, (n, size)
 
 
 @pytest.mark.parametrize(
     "n, config, extra_columns",
     [
         # 4096 + a 256-wide tail holding one value; rows apart by more than their width
-        pytest.param(4097, launch.ForwardConfig(False, 1, 4096, 8, tail_n=256), 40, id="two-tiles"),
+        pytest.param(4097, tuning.ForwardConfig(False, 1, 4096, 8, tail_n=256), 40, id="two-tiles"),
     ],
 )
 def test_gluon_configuration_computes_the_row(n, config, extra_columns):
@@ -190,7 +191,7 @@ def test_gluon_configuration_computes_the_row(n, config, extra_columns):
     the next power of two."""
     x = (torch.randn(3, n + extra_columns, device=DEVICE) * 2 + 50).to(torch.float16)[:, :n]
     weight, bias = _params(n, torch.float16)
-    y, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5, config=config)
+    y, mean, rstd = dispatch.layer_norm_forward(x, weight, bias, 1e-5, config=config)
     _assert_statistics_match_float64(x, mean, rstd)
     torch.testing.assert_close(y, F.layer_norm(x.float(), (n,), weight.float(), bias.float()).half(), atol=4e-3, rtol=4e-3)
 
@@ -205,7 +206,7 @@ def test_forced_looped_forward_kernel():
     """The wide-row kernel, on a row small enough for the interpreter (block 32, 5 loop steps)."""
     x = torch.randn(3, 150, device=DEVICE) + 100  # large mean: the shift must prevent cancellation
     weight, bias = torch.randn(150, device=DEVICE), torch.randn(150, device=DEVICE)
-    y, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5, config=launch.ForwardConfig(True, 1, 32, 1))
+    y, mean, rstd = dispatch.layer_norm_forward(x, weight, bias, 1e-5, config=tuning.ForwardConfig(True, 1, 32, 1))
     exact = layer_norm_reference(x, (150,), weight, bias)
     assert_as_accurate_as_torch("y", y, F.layer_norm(x, (150,), weight, bias), exact, torch.float32)
     torch.testing.assert_close(mean, x.mean(-1))
@@ -229,20 +230,20 @@ def test_two_tiles_statistics_do_not_cancel(n, dtype):
     (a mean of 1000, an outlier of 1e4 in the first column), a constant row and ordinary ones,
     rows apart by more than their width; y at most twice the Triton kernel's error against float64
     (a last-bit change of the mean moves y by an ulp in rows near 1000); the same bits on a second call."""
-    cfg = launch.forward_config(n, 2)
+    cfg = dispatch.forward_config(n, 2)
     assert cfg.tail_n
     x = _cancelling_rows(6, n + 24, dtype)[:, :n]
     x[4, -1] = -1e4  # an outlier in the tail, if any
     weight, bias = _params(n, dtype)
-    y, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5, config=cfg)
+    y, mean, rstd = dispatch.layer_norm_forward(x, weight, bias, 1e-5, config=cfg)
     _assert_statistics_match_float64(x, mean, rstd)
-    triton = launch.ForwardConfig(False, 1, launch.next_power_of_2(n), cfg.num_warps)  # one tile of the next power of two
-    triton_y, triton_mean, triton_rstd = launch.layer_norm_forward(x, weight, bias, 1e-5, config=triton)
+    triton = tuning.ForwardConfig(False, 1, _common.next_power_of_2(n), cfg.num_warps)  # one tile of the next power of two
+    triton_y, triton_mean, triton_rstd = dispatch.layer_norm_forward(x, weight, bias, 1e-5, config=triton)
     torch.testing.assert_close(mean, triton_mean, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(rstd, triton_rstd, rtol=1e-5, atol=0)
     exact_y = layer_norm_reference(x.double(), (n,), weight.double(), bias.double())
     assert (y.double() - exact_y).abs().max() <= 2 * (triton_y.double() - exact_y).abs().max()
-    again = launch.layer_norm_forward(x, weight, bias, 1e-5, config=cfg)
+    again = dispatch.layer_norm_forward(x, weight, bias, 1e-5, config=cfg)
     assert all(torch.equal(a, b) for a, b in zip((y, mean, rstd), again))
 
 
@@ -255,9 +256,9 @@ def test_direct_launch_path_is_taken():
     """
     x = torch.randn(64, 512, device=DEVICE, dtype=torch.float16)
     first = layer_norm(x, (512,))
-    cached = [l.compiled for l in launcher._launchers.values() if l.kernel is kernels.layer_norm_fwd_kernel]
-    assert any(cached), "the forward kernel was not cached for direct launches"
-    assert not launcher.hooks_installed()
+    cached = [key for key in fast_launch._compiled if key[0].kernel is kernels.layer_norm_fwd_kernel]
+    assert cached, "the forward kernel was not cached for direct launches"
+    assert not fast_launch.hooks_installed()
     assert torch.equal(layer_norm(x, (512,)), first)  # the direct launch computes the same
 
 
@@ -294,9 +295,9 @@ def test_cpu_fallback_without_interpreter():
     """Without TRITON_INTERPRET, CPU tensors go to torch's own layer_norm (a fresh process)."""
     code = (
         "import torch, torch.nn.functional as F, ln_tutorial\n"
-        "from ln_tutorial import launch, launcher\n"
-        "assert not launcher.INTERPRET\n"
-        "launch.layer_norm_forward = None  # any kernel launch would now fail\n"
+        "from ln_tutorial import _common, dispatch, host, tuning\n"
+        "assert not _common.INTERPRET\n"
+        "dispatch.layer_norm_forward = None  # any kernel launch would now fail\n"
         "x = torch.randn(6, 20, dtype=torch.bfloat16, requires_grad=True)\n"
         "w = torch.randn(20, requires_grad=True)  # float32 weight, bf16 input: CPU torch allows it\n"
         "y = ln_tutorial.LayerNorm(20)(x)\n"

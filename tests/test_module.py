@@ -5,7 +5,8 @@ import torch
 import torch.nn.functional as F
 
 from conftest import DEVICE
-from ln_tutorial import LayerNorm, launch, launcher, layer_norm
+from ln_tutorial import LayerNorm, dispatch, layer_norm
+from ln_tutorial.variants import fast_launch
 
 gpu = pytest.mark.gpu
 
@@ -105,8 +106,7 @@ def test_cuda_graph_capture_forward_and_backward():
 def test_input_on_another_gpu_than_the_current_one(strategy):
     """Kernels launch on the input's GPU, not on the current device (left at cuda:0)."""
     assert torch.cuda.current_device() == 0
-    for launcher in launcher._launchers.values():
-        launcher.compiled.clear()
+    fast_launch._compiled.clear()
     x = torch.randn(300, 1000, device="cuda:1", requires_grad=True)
     weight = torch.randn(1000, device="cuda:1", requires_grad=True)
     bias = torch.randn(1000, device="cuda:1", requires_grad=True)
@@ -115,7 +115,7 @@ def test_input_on_another_gpu_than_the_current_one(strategy):
     y.backward(dy)
     # Run elsewhere, the kernels would still compute the right numbers, reading
     # cuda:1's memory over the interconnect: check where they were launched.
-    assert {key[0] for launcher in launcher._launchers.values() for key in launcher.compiled} == {1}
+    assert {key[1] for key in fast_launch._compiled} == {1}
     grads = [t.grad for t in (x, weight, bias)]
     for t in (x, weight, bias):
         t.grad = None
@@ -130,13 +130,12 @@ def test_input_on_another_gpu_than_the_current_one(strategy):
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
 def test_launchers_called_directly_on_another_gpu():
     """The launchers themselves (not only ``layer_norm``) launch on their tensors' GPU."""
-    for launcher in launcher._launchers.values():
-        launcher.compiled.clear()
+    fast_launch._compiled.clear()
     x, dy = torch.randn(300, 1000, device="cuda:1"), torch.randn(300, 1000, device="cuda:1")
     weight, bias = torch.randn(1000, device="cuda:1"), torch.randn(1000, device="cuda:1")
-    y, mean, rstd = launch.layer_norm_forward(x, weight, bias, 1e-5)
-    dx, dw, db = launch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
-    assert {key[0] for launcher in launcher._launchers.values() for key in launcher.compiled} == {1}
+    y, mean, rstd = dispatch.layer_norm_forward(x, weight, bias, 1e-5)
+    dx, dw, db = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
+    assert {key[1] for key in fast_launch._compiled} == {1}
     torch.testing.assert_close(y, F.layer_norm(x, (1000,), weight, bias))
     assert dx.device == dw.device == db.device == torch.device("cuda:1")
 

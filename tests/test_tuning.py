@@ -8,8 +8,8 @@ import torch.nn.functional as F
 
 import ln_tutorial
 from conftest import DEVICE
-from ln_tutorial import launch, tuning, variants
-from ln_tutorial.launcher import INTERPRET
+from ln_tutorial import _common, dispatch, host, tuning, variants
+from ln_tutorial._common import INTERPRET
 
 H100 = "nvidia-h100-80gb-hbm3"
 ROW_LENGTHS = [*range(1, 70000, 331), 1024, 1792, 2048, 4097, 8192, 9216, 12288, 16384, 32768, 65536]
@@ -50,21 +50,21 @@ def test_configurations_cover_every_row(name, monkeypatch):
     at most 32 warps, from the generic table as from the measured one."""
     monkeypatch.setenv("LN_TUTORIAL_TUNING", name)
     tuning.table_for.cache_clear()
-    launch._forward_config.cache_clear()
-    launch._backward_config.cache_clear()
+    host.forward_choice.cache_clear()
+    host.backward_choice.cache_clear()
     try:
         for size in (2, 4, 8):
             for n in ROW_LENGTHS:
-                fwd = launch.forward_config(n, size)
+                fwd = dispatch.forward_config(n, size)
                 assert fwd.looped or fwd.block_n + fwd.tail_n >= n, (name, n, size)
                 assert 1 <= fwd.num_warps <= 32 and fwd.block_m >= 1
-                bwd = launch.backward_config(n, size)
+                bwd = dispatch.backward_config(n, size)
                 assert bwd.looped or bwd.split or bwd.block_n + bwd.tail_n >= n, (name, n, size)
                 assert 1 <= bwd.num_warps <= 32 and bwd.programs_per_sm >= 1
     finally:
         tuning.table_for.cache_clear()
-        launch._forward_config.cache_clear()
-        launch._backward_config.cache_clear()
+        host.forward_choice.cache_clear()
+        host.backward_choice.cache_clear()
 
 
 def test_generic_table_follows_the_model(monkeypatch):
@@ -79,13 +79,13 @@ def test_generic_table_follows_the_model(monkeypatch):
     assert table.backward_split == tuning.load(H100).backward_split  # register-file bound, not GPU-bound
     monkeypatch.setenv("LN_TUTORIAL_TUNING", "generic")
     tuning.table_for.cache_clear()
-    launch._backward_config.cache_clear()
+    host.backward_choice.cache_clear()
     try:
-        assert launch.backward_config(12288, 2) == table.backward[32768]._replace(block_n=16384)
-        assert launch.backward_config(12289, 2).split and launch.backward_config(16384, 2).split
+        assert dispatch.backward_config(12288, 2) == table.backward[32768]._replace(block_n=16384)
+        assert dispatch.backward_config(12289, 2).split and dispatch.backward_config(16384, 2).split
     finally:
         tuning.table_for.cache_clear()
-        launch._backward_config.cache_clear()
+        host.backward_choice.cache_clear()
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
@@ -120,9 +120,9 @@ def test_switch_reaches_every_decision():
     variants.use_variants(False)
     try:
         for n in ROW_LENGTHS:
-            fwd = launch.forward_config(n, 2)
+            fwd = dispatch.forward_config(n, 2)
             assert fwd.tail_n == 0, n
-            assert not launch.backward_config(n, 2).split, n
+            assert not dispatch.backward_config(n, 2).split, n
         assert "variants off" in ln_tutorial.explain((4096, 3000))
     finally:
         variants.use_variants(True)

@@ -23,7 +23,7 @@ if not torch.cuda.is_available():
 
 import torch.nn.functional as F  # noqa: E402
 
-from ln_tutorial import function, launch, launcher, layer_norm  # noqa: E402
+from ln_tutorial import function, _common, dispatch, host, tuning, layer_norm# noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -135,9 +135,9 @@ def main(args):
         report("  backward, ln_tutorial, engine on the calling thread",
                timeline(lambda: y_ours.backward(dy, retain_graph=True), reps, before=reset))  # fmt: skip
         torch.autograd.set_multithreading_enabled(True)
-        _, mean, rstd = launch.layer_norm_forward(x, w, b, 1e-5)
-        report("  launch.layer_norm_backward, called directly",
-               timeline(lambda: launch.layer_norm_backward(dy, x, w, b, mean, rstd), reps))  # fmt: skip
+        _, mean, rstd = dispatch.layer_norm_forward(x, w, b, 1e-5)
+        report("  dispatch.layer_norm_backward, called directly",
+               timeline(lambda: dispatch.layer_norm_backward(dy, x, w, b, mean, rstd), reps))  # fmt: skip
         for table in compiled_tables():
             table.clear()
 
@@ -154,8 +154,8 @@ def wrap_everything(detail: bool) -> None:
     for name in ("forward", "backward"):
         wrap_function(function.LayerNormFunction, name, f"Function.{name}")
         setattr(function.LayerNormFunction, name, staticmethod(getattr(function.LayerNormFunction, name)))
-    wrap_function(launch, "layer_norm_backward", "launch.layer_norm_backward")
-    wrap_function(launch, "layer_norm_forward", "launch.layer_norm_forward")
+    wrap_function(launch, "layer_norm_backward", "dispatch.layer_norm_backward")
+    wrap_function(launch, "layer_norm_forward", "dispatch.layer_norm_forward")
     wrap_function(launch, "backward_plan", "plan")
 
 

@@ -20,7 +20,7 @@ import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
-from ln_tutorial import launch, layer_norm  # noqa: E402
+from ln_tutorial import _common, dispatch, host, tuning, layer_norm# noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 SHAPES = "float16:4096x1024,float16:4096x4096,bfloat16:16384x4096,bfloat16:2048x65536"
@@ -63,16 +63,16 @@ def launch_breakdown(m, n, dtype, calls):
     """Host µs of the layers of one forward call, from the bare Triton launch up."""
     x = torch.randn(m, n, device=DEVICE, dtype=dtype)
     w, b = torch.randn(n, device=DEVICE, dtype=dtype), torch.randn(n, device=DEVICE, dtype=dtype)
-    y, mean, rstd = launch.layer_norm_forward(x, w, b, 1e-5)
-    cfg = launch.forward_config(n, x.element_size())
+    y, mean, rstd = dispatch.layer_norm_forward(x, w, b, 1e-5)
+    cfg = dispatch.forward_config(n, x.element_size())
     # Triton's own launch of the kernel the package picks (rows of one tile: the looped kernel takes other arguments).
-    kernel = launch.forward_launcher(cfg, x.dtype)
-    named = launch.forward_arguments(x, y, w, b, mean, rstd, x.stride(0), y.stride(0), m, n, 1e-5)
+    kernel = dispatch.forward_call(cfg, x.dtype)
+    named = host.forward_arguments(x, y, w, b, mean, rstd, x.stride(0), y.stride(0), m, n, 1e-5)
     args = [named[name] for name in kernel.names]
     bare = lambda: kernel.kernel[(triton.cdiv(m, cfg.block_m),)](*args, **kernel.meta)  # noqa: E731
     for name, fn in (
         *([] if cfg.looped else [("bare triton launch", bare)]),
-        ("launch.layer_norm_forward", lambda: launch.layer_norm_forward(x, w, b, 1e-5)),
+        ("dispatch.layer_norm_forward", lambda: dispatch.layer_norm_forward(x, w, b, 1e-5)),
         ("layer_norm (no grad)", lambda: layer_norm(x, (n,), w, b)),
         ("torch.empty x3", lambda: (torch.empty_like(x), torch.empty(m, device=DEVICE), torch.empty(m, device=DEVICE))),
         ("F.layer_norm", lambda: F.layer_norm(x, (n,), w, b)),

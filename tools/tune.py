@@ -25,7 +25,7 @@ if not torch.cuda.is_available():
 
 import triton  # noqa: E402
 
-from ln_tutorial import launch, tuning  # noqa: E402
+from ln_tutorial import _common, dispatch, host, tuning# noqa: E402
 
 # One shape per entry of the tables (they are keyed by padded row bytes: 2 KB ... 64 KB),
 # LLM-sized where one exists, plus the tutorial's smallest.
@@ -42,13 +42,13 @@ def forward_candidates(n, size):
     for block_m, warps in itertools.product((1, 2, 4, 8, 16), (1, 2, 4, 8, 16, 32)):
         per_thread = block_m * block_n // (32 * warps)
         if 4 <= per_thread <= 64 and block_m * block_n <= 65536:
-            yield launch.ForwardConfig(False, block_m, block_n, warps)
+            yield tuning.ForwardConfig(False, block_m, block_n, warps)
     if n >= 16384:
         for step, warps in itertools.product((8192, 16384), (16, 32)):
-            yield launch.ForwardConfig(True, 1, step, warps)
+            yield tuning.ForwardConfig(True, 1, step, warps)
     elif n > 4096 and block_n > n:  # padded rows: a loop over the row wastes no lanes
         for step, warps in itertools.product((1024, 2048, 4096, 8192), (4, 8, 16)):
-            yield launch.ForwardConfig(True, 1, step, warps)
+            yield tuning.ForwardConfig(True, 1, step, warps)
 
 
 def backward_candidates(n, size):
@@ -58,24 +58,24 @@ def backward_candidates(n, size):
             per_thread = block_m * block_n // (32 * warps)
             if 8 <= per_thread <= 32 and block_m * block_n <= 16384:
                 for per_sm, stages in BACKWARD_GRIDS:
-                    yield launch.BackwardConfig(False, block_m, block_n, warps, per_sm, stages)
+                    yield tuning.BackwardConfig(False, block_m, block_n, warps, per_sm, stages)
     if block_n * size == 32768:  # the widest fused rows: also read each tile twice (reload)
         for warps, stages, reload in itertools.product((8, 16), (1, 2, 3), (False, True)):
-            yield launch.BackwardConfig(False, 1, block_n, warps, 1, stages, reload)
+            yield tuning.BackwardConfig(False, 1, block_n, warps, 1, stages, reload)
     if n >= 16384:
         for step, stages in itertools.product((4096, 8192), (1, 2, 3)):
-            yield launch.BackwardConfig(True, 16, step, 16, 1, stages)
+            yield tuning.BackwardConfig(True, 16, step, 16, 1, stages)
     if block_n * size >= 32768:  # rows shared by programs of block_n columns each (cooperative launch)
         for step, block_m, warps in itertools.product((2048, 4096, 8192), (1, 2), (4, 8, 16)):
             if 8 <= block_m * step // (32 * warps) <= 32 and step < n:
                 for per_sm in (1, 2, 3, 4):
-                    yield launch.BackwardConfig(False, block_m, step, warps, per_sm, split=True)
+                    yield tuning.BackwardConfig(False, block_m, step, warps, per_sm, split=True)
     if size == 2 and 8192 < n <= 16384:  # an 8192-wide tile and a second one for the rest of the row
         tail = triton.next_power_of_2(n - 8192)
         for (block_m, warps), stages in itertools.product(((1, 4), (1, 8), (1, 16), (2, 16)), (1, 2, 3)):
-            yield launch.BackwardConfig(False, block_m, 8192, warps, 1, stages, tail_n=tail)
+            yield tuning.BackwardConfig(False, block_m, 8192, warps, 1, stages, tail_n=tail)
         for warps, stages in itertools.product((8, 16), (1, 3)):
-            yield launch.BackwardConfig(False, 1, 8192, warps, 1, stages, True, tail_n=tail)
+            yield tuning.BackwardConfig(False, 1, 8192, warps, 1, stages, True, tail_n=tail)
 
 
 def _compiled(run, cfg):
@@ -131,15 +131,15 @@ def main(argv=None):
             w, b = torch.randn(n, device=device, dtype=dtype), torch.randn(n, device=device, dtype=dtype)
             size = x.element_size()
             if args.mode == "forward":
-                default = launch.forward_config(n, size)
+                default = dispatch.forward_config(n, size)
                 cands = list(dict.fromkeys([default, *forward_candidates(n, size)]))
-                run = lambda c: launch.layer_norm_forward(x, w, b, 1e-5, config=c)
+                run = lambda c: dispatch.layer_norm_forward(x, w, b, 1e-5, config=c)
             else:
-                _, mean, rstd = launch.layer_norm_forward(x, w, b, 1e-5)
+                _, mean, rstd = dispatch.layer_norm_forward(x, w, b, 1e-5)
                 dy = torch.randn_like(x)
-                default = launch.backward_config(n, size)
+                default = dispatch.backward_config(n, size)
                 cands = list(dict.fromkeys([default, *backward_candidates(n, size)]))
-                run = lambda c: launch.layer_norm_backward(dy, x, w, b, mean, rstd, config=c)
+                run = lambda c: dispatch.layer_norm_backward(dy, x, w, b, mean, rstd, config=c)
             results = []
             # Compile everything first: compiling leaves the GPU idle and its clocks low.
             cands = [c for c in cands if _compiled(run, c)]

@@ -1,17 +1,14 @@
-"""The specialised variants: each takes only some shapes, and each was measured to pay there.
-
-The default path -- :mod:`ln_tutorial.kernels` launched by :mod:`ln_tutorial.launch`
-with Triton's own launch -- takes every call. A variant replaces one of its
-pieces where a measurement showed a gain above the noise of an A/B run on the
-H100 (5 %: two recordings of the same code differ by up to that much at the
-recorded shapes):
+"""The variants: each replaces a piece of the default path for the calls it takes, where a
+measurement showed a gain above the noise of an A/B run on the H100 (5 %: two recordings of the same
+code differ by up to that much); each module says what it **takes**, what it **gains** and what
+runs **else**. :mod:`ln_tutorial.dispatch` alone decides which one a call takes.
 
 =====================  ================================================  ===================================
 variant                takes                                             gains (H100, measured)
 =====================  ================================================  ===================================
-:mod:`.native`         eager calls with contiguous rows (C++); its       host time per call: see the
-(with ``launcher``)    node launches first-order gradients, the          performance page
-                       looped kernels of float64 rows apart
+:mod:`.fast_launch`    eager launches on a GPU                           host time per launch
+:mod:`.native`         eager calls with contiguous rows: the forward's   host time per call and per
+                       launch and the backward as an autograd node (C++) training step
 :mod:`.one_launch`     backward, inputs up to 64 MB: dW/dB added up by   one launch instead of two
                        the same programs after a grid-wide barrier
 :mod:`.split`          backward, rows past the register budget: each     1.45x (half precision) to 2x
@@ -20,17 +17,21 @@ variant                takes                                             gains (
                        pads by a quarter or more (Gluon)
 =====================  ================================================  ===================================
 
-``backward_strategy="lock"`` (:mod:`.lock`) is the Triton tutorial's backward,
-kept as an option for comparison; it is never chosen for you.
+:mod:`.cooperative` holds what the one-launch and shared-row kernels share (a grid barrier, the
+record of refused launches); :mod:`.prefetch` the shared-row kernel's L2 prefetch.
+``backward_strategy="lock"`` (:mod:`.lock`) is the Triton tutorial's backward, kept as an option for
+comparison; it is never chosen for you.
 
-``LN_TUTORIAL_VARIANTS=0`` in the environment, or :func:`use_variants` ``(False)``,
-runs the default path alone: for bisecting a problem, and as the tutorial
-pages' reference. :func:`ln_tutorial.explain` says which path a call takes.
+The variants run only on the Triton releases they were verified on
+(``ln_tutorial._common.VERIFIED_TRITONS``); elsewhere a warning names the release and every call
+takes the default path. ``LN_TUTORIAL_VARIANTS=0`` in the environment, or :func:`use_variants`
+``(False)``, runs the default path alone: for bisecting a problem, and as the tutorial pages'
+reference. :func:`ln_tutorial.explain` says which path a call takes.
 """
 
 import os
 
-#: False: every call takes the default path (kernels, Triton's own launch, no C++).
+#: False: every call takes the default path (the default kernels, Triton's own launch, no C++).
 ENABLED = os.environ.get("LN_TUTORIAL_VARIANTS", "1") != "0"
 
 

@@ -12,9 +12,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ln_tutorial import launch
+from ln_tutorial._common import cdiv, compute_dtype, next_power_of_2
+from ln_tutorial.host import REDUCE_BLOCK_N, Run, kernel_call, reduce_call
 from ln_tutorial.kernels import reciprocal
-from ln_tutorial.launcher import launcher
 from ln_tutorial.tuning import MAX_FUSED_FWD_BYTES
 
 
@@ -27,10 +27,10 @@ def group_size(n: int) -> int:
     return 96
 
 
-def backward(args: dict, weight, bias, traced: bool = False):
-    """dW and dB (or None) of the rows in ``args`` (:func:`ln_tutorial.launch.backward_arguments`); writes DX."""
+def backward(args: dict, weight, bias, run: Run):
+    """dW and dB (or None) of the rows in ``args`` (:func:`ln_tutorial.host.backward_arguments`); writes DX."""
     x, m, n = args["X"], args["M"], args["N"]
-    block_n = launch.next_power_of_2(n)
+    block_n = next_power_of_2(n)
     if block_n * x.element_size() > MAX_FUSED_FWD_BYTES:
         raise ValueError(
             f"layer_norm: the 'lock' backward keeps a whole row in registers and supports rows of at "
@@ -46,16 +46,16 @@ def backward(args: dict, weight, bias, traced: bool = False):
         DW_PARTIAL=rows[0] if weight is not None else None, DB_PARTIAL=rows[-1] if bias is not None else None,
         LOCK=lock_and_count[0], COUNT=lock_and_count[1],
     )  # fmt: skip
-    kernel = launcher(
-        layer_norm_bwd_lock_kernel, GROUP_SIZE_M=groups, BLOCK_N=block_n, COMPUTE=launch.compute_dtype(x.dtype),
+    call = kernel_call(
+        layer_norm_bwd_lock_kernel, GROUP_SIZE_M=groups, BLOCK_N=block_n, COMPUTE=compute_dtype(x.dtype),
         num_warps=min(32, max(4, block_n // 512)),
     )  # fmt: skip
-    kernel((m,), args, traced)
+    run(call, (m,), args)
     if not params:
         return None, None
     grads = [torch.empty_like(p) for p in params]
     args.update(PARTIAL=partial, OUT0=grads[0], OUT1=grads[-1], P=groups)
-    launch.reduce_launcher(groups)((launch.cdiv(n, launch.REDUCE_BLOCK_N), len(params)), args, traced)
+    run(reduce_call(groups), (cdiv(n, REDUCE_BLOCK_N), len(params)), args)
     return grads[0] if weight is not None else None, grads[-1] if bias is not None else None
 
 

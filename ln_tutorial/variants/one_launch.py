@@ -8,33 +8,20 @@ wait for the host's second launch this removes the wait, and the C++ node
 (:mod:`.native`) makes one launch instead of two. Past 64 MB the GPU is the
 bottleneck and two launches measured 1-3 % faster end to end. **Else**
 :func:`ln_tutorial.kernels.partial_sum_kernel` in a second launch, which is
-also what runs when the driver refuses the cooperative launch (more programs
-than the GPU can hold at once, a share of it taken, say): such a
-configuration is remembered and not tried again.
-
-The barrier needs every program resident at once: a cooperative launch. The
-interpreter runs programs one after another, so it never takes this variant.
+also what runs when the driver refuses the cooperative launch (see
+:mod:`.cooperative`).
 """
-
-import functools
 
 import torch
 import triton
 import triton.language as tl
 
-from ln_tutorial import launch
+from ln_tutorial._common import INTERPRET
+from ln_tutorial.host import BackwardPlan, KernelCall, Run, kernel_call
 from ln_tutorial.kernels import add_partial_rows, layer_norm_bwd_persistent_kernel
-from ln_tutorial.launcher import INTERPRET, launcher
+from ln_tutorial.variants.cooperative import grid_barrier, grid_barrier_state, reduce_blocks, refused, remember_refusal
 
 MAX_BYTES = 64 * 2**20
-
-
-class Refused(RuntimeError):
-    """The driver refused a cooperative launch: more programs than the GPU can hold at once."""
-
-
-#: (device, configuration) whose cooperative launch the driver refused.
-refused: set = set()
 
 
 def takes(m: int, n: int, dtype: torch.dtype, device: int, cfg, has_grads: bool) -> bool:
@@ -43,74 +30,24 @@ def takes(m: int, n: int, dtype: torch.dtype, device: int, cfg, has_grads: bool)
     return cfg.one_launch and has_grads and small and not INTERPRET and (device, cfg) not in refused
 
 
-def launcher_for(meta: dict, n: int, sets: int, programs: int, cfg):
+def call_for(meta: dict, n: int, sets: int, programs: int, cfg) -> KernelCall:
     """The one-launch kernel with the persistent kernel's ``meta`` and its reduction's tile."""
-    return launcher(
+    return kernel_call(
         layer_norm_bwd_one_launch_kernel, **meta, **reduce_blocks(n, sets, programs, programs, cfg.num_warps),
         launch_cooperative_grid=True,
     )  # fmt: skip
 
 
-def run(plan, args: dict, params: list, device: int, cfg) -> list:
+def run(plan: BackwardPlan, args: dict, params: list, device: int, cfg, launch: Run) -> list:
     """Launch ``plan.main`` (a cooperative kernel) with ``args``; return the gradients it adds up."""
     grads = [torch.empty_like(p) for p in params]  # separate allocations: outputs of a torch.library op
     stream = torch._C._cuda_getCurrentRawStream(device)
     args.update(OUT0=grads[0], OUT1=grads[-1], BARRIER=grid_barrier_state(device, stream))
     try:
-        plan.main((plan.programs,), args)
+        launch(plan.main, (plan.programs,), args)
     except RuntimeError as error:
         remember_refusal(error, device, cfg)
     return grads
-
-
-def remember_refusal(error: RuntimeError, device: int, cfg) -> None:
-    """Re-raise ``error`` unless the driver refused a cooperative launch; then remember ``cfg`` as
-    refused on ``device`` and raise :class:`Refused` (the caller plans again without it)."""
-    if "cooperative launch" not in str(error):
-        raise error
-    refused.add((device, cfg))
-    raise Refused() from error
-
-
-def reduce_blocks(n: int, sets: int, programs: int, partial_rows: int, num_warps: int) -> dict:
-    """Tile of the dW/dB reduction that one-launch kernels do after their barrier: column blocks
-    of about one per program (M = 0 has no programs), each step 32 values per thread (the
-    second kernel has many small programs instead)."""
-    block_n = min(1024, max(launch.REDUCE_BLOCK_N, launch.next_power_of_2(launch.cdiv(n * sets, max(programs, 1)))))
-    block_p = min(launch.next_power_of_2(partial_rows), max(1, 1024 * num_warps // block_n))
-    return dict(REDUCE_BLOCK_P=block_p, REDUCE_BLOCK_N=block_n)
-
-
-@functools.lru_cache(maxsize=None)
-def grid_barrier_state(device: int, stream: int) -> torch.Tensor:
-    """The state of :func:`grid_barrier` for launches on one stream of one GPU.
-
-    Launches on a stream run one after another, so they can share it; each
-    leaves it ready for the next. Zeroed once, here.
-    """
-    return torch.zeros(2, dtype=torch.int32, device=device)
-
-
-@triton.jit
-def grid_barrier(
-    BARRIER,  # int32 (2,): programs arrived (0 between launches), then a generation count
-):
-    """Wait until every program of the grid has arrived here.
-
-    Only for a cooperative launch, which guarantees that all programs are
-    resident at once: otherwise a waiting program could keep another from
-    ever starting. The last program to arrive resets the count for the next
-    launch and moves the generation on, which releases the others.
-    """
-    tl.debug_barrier()  # every thread's stores before this program arrives
-    generation = tl.atomic_add(BARRIER + 1, 0, sem="acquire")
-    if tl.atomic_add(BARRIER, 1, sem="acq_rel") == tl.num_programs(0) - 1:
-        tl.atomic_xchg(BARRIER, 0, sem="relaxed")
-        tl.atomic_add(BARRIER + 1, 1, sem="release")
-    else:
-        while tl.atomic_add(BARRIER + 1, 0, sem="acquire") == generation:
-            pass
-    tl.debug_barrier()  # no thread reads before the wait is over
 
 
 @triton.jit

@@ -18,49 +18,45 @@ import torch
 import triton
 import triton.language as tl
 
-from ln_tutorial import launch
+from ln_tutorial._common import CACHE_SIZE, INTERPRET, cdiv, next_power_of_2, sm_count
+from ln_tutorial.host import BackwardPlan, Run, kernel_call, reduce_call
 from ln_tutorial.kernels import add_partial_rows, reciprocal, store_dx_and_accumulate, store_partial_row, tile_terms
-from ln_tutorial.launcher import INTERPRET, launcher, sm_count
-from ln_tutorial.variants import one_launch
-from ln_tutorial.variants.one_launch import grid_barrier
+from ln_tutorial.variants.cooperative import grid_barrier, reduce_blocks, refused, remember_refusal
 from ln_tutorial.variants.prefetch import prefetch_tile
 
 
 def fits(cfg, n: int, device: int) -> bool:
     """Whether every program of ``cfg`` can be resident at once on ``device``: no more parts in a
-    row than the GPU holds programs, and no refusal of its cooperative launch so far. Where not,
-    ``launch.backward_config`` takes the configuration without shared rows instead.
+    row than the GPU holds programs, and no refusal of its cooperative launch so far.
     In the interpreter a row has a single part (see :func:`plan`), and device -1 (no GPU named)
     keeps the table's choice: both always fit.
     """
     if INTERPRET or device < 0:
         return True
-    too_many = launch.cdiv(n, cfg.block_n) > sm_count(device) * cfg.programs_per_sm
-    return not too_many and (device, cfg) not in one_launch.refused
+    return cdiv(n, cfg.block_n) <= sm_count(device) * cfg.programs_per_sm and (device, cfg) not in refused
 
 
-def plan(m: int, n: int, compute, device: int, cfg, has_dw: bool, has_db: bool) -> tuple:
-    """The fields of a ``launch.BackwardPlan``: groups of ``parts`` programs, each group a band of rows."""
+def plan(m: int, n: int, compute, device: int, cfg, has_dw: bool, has_db: bool) -> BackwardPlan:
+    """Groups of ``parts`` programs, each group a band of rows, and the kernel that runs them."""
     # The interpreter runs programs one after another, so a program would wait forever for
     # a later one: there each row has a single part.
-    block_n = launch.next_power_of_2(n) if INTERPRET else cfg.block_n
-    parts = launch.cdiv(n, block_n)
+    block_n = next_power_of_2(n) if INTERPRET else cfg.block_n
+    parts = cdiv(n, block_n)
     groups = max(1, sm_count(device) * cfg.programs_per_sm // parts)
-    rows_per_program = launch.cdiv(launch.cdiv(m, groups), cfg.block_m) * cfg.block_m  # a group's rows
-    programs = launch.cdiv(m, rows_per_program)
+    rows_per_program = cdiv(cdiv(m, groups), cfg.block_m) * cfg.block_m  # a group's rows
+    programs = cdiv(m, rows_per_program)
     gpu_only = {} if INTERPRET else {"launch_cooperative_grid": True, "maxnreg": registers(cfg)}
-    reduce_meta = one_launch.reduce_blocks(n, has_dw + has_db, programs * parts, programs, cfg.num_warps)
-    main = launcher(
+    reduce_meta = reduce_blocks(n, has_dw + has_db, programs * parts, programs, cfg.num_warps)
+    main = kernel_call(
         layer_norm_bwd_split_kernel, HAS_DW=has_dw, HAS_DB=has_db, SPLIT=parts,
         SPLIT_BLOCK=records_block(parts, cfg), BLOCK_M=cfg.block_m, BLOCK_N=block_n, COMPUTE=compute,
         PREFETCH=not INTERPRET and block_n >= 16, ONE_LAUNCH=not INTERPRET, num_warps=cfg.num_warps,
         **reduce_meta, **gpu_only,
     )  # fmt: skip
-    reduce = launch.reduce_launcher(programs) if INTERPRET else None
-    return programs, rows_per_program, parts, main, None, reduce
+    return BackwardPlan(programs, rows_per_program, parts, main, None, reduce_call(programs) if INTERPRET else None)
 
 
-def run(plan, args: dict, params: list, device: int, cfg):
+def run(plan: BackwardPlan, args: dict, params: list, device: int, cfg, launch: Run):
     """Launch the split kernel; return the gradients it added up (None: a second launch adds them)."""
     m = args["M"]
     if plan.reduce is None:  # one launch: records and barrier kept for the stream, never zero-filled
@@ -72,9 +68,9 @@ def run(plan, args: dict, params: list, device: int, cfg):
     outs = grads or [args["DX"]]  # (no gradient to add up: the kernel writes none)
     args.update(OUT0=outs[0], OUT1=outs[-1], BARRIER=barrier, RECORDS=records)
     try:
-        plan.main((plan.programs * plan.parts,), args)
+        launch(plan.main, (plan.programs * plan.parts,), args)
     except RuntimeError as error:
-        one_launch.remember_refusal(error, device, cfg)
+        remember_refusal(error, device, cfg)
     return grads
 
 
@@ -88,7 +84,7 @@ def records_block(parts: int, cfg) -> int:
     read a moment too early went into the sum (Triton 3.9, 64 parts of 8 warps). With one record
     per thread there are no copies: every value summed is a value checked.
     """
-    return max(launch.next_power_of_2(parts), 32 * cfg.num_warps // cfg.block_m)
+    return max(next_power_of_2(parts), 32 * cfg.num_warps // cfg.block_m)
 
 
 def registers(cfg) -> int:
@@ -105,9 +101,6 @@ def registers(cfg) -> int:
 #: Split launches after which ``records_state`` zeroes a stream's records again, long before
 #: the barrier's generation, which tags them (modulo 2**31), could come round to an old tag.
 RECORDS_LIFETIME = 1 << 30
-#: Streams whose split records are kept, the most recently used ones, so that a program that
-#: makes streams as it goes does not keep their records forever.
-STATE_STREAMS = 16
 _states: dict = {}  # (device, stream) -> (barrier, records, launches), least recently used first
 
 
@@ -117,9 +110,9 @@ def records_state(device: int, stream: int, size: int):
     Launches on a stream run one after another, so they can share them. Records
     are tagged with the barrier's generation (see the kernel), so they are
     zeroed only when they grow, and again every ``RECORDS_LIFETIME``
-    launches; the barrier leaves itself ready for the next launch. A stream
-    dropped from the ``STATE_STREAMS`` kept starts again from zeroed
-    tensors; its old ones are freed to that stream, after its launches.
+    launches; the barrier leaves itself ready for the next launch. Past
+    ``CACHE_SIZE`` streams the least recently used one starts again from
+    zeroed tensors; its old ones are freed to that stream, after its launches.
     """
     barrier, records, launches = _states.pop((device, stream), (None, None, 0))
     if barrier is None:
@@ -127,7 +120,7 @@ def records_state(device: int, stream: int, size: int):
     if records is None or records.numel() < size or launches >= RECORDS_LIFETIME:
         records, launches = torch.zeros(size, dtype=torch.int64, device=device), 0
     _states[(device, stream)] = (barrier, records, launches + 1)  # now the most recently used
-    if len(_states) > STATE_STREAMS:
+    if len(_states) > CACHE_SIZE:
         del _states[next(iter(_states))]
     return barrier, records
 

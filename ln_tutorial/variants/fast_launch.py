@@ -1,0 +1,122 @@
+"""Variant: launch a compiled Triton kernel without Triton's per-call dispatch.
+
+**Takes** eager launches on a GPU with the variants on, while no launch hook
+(a profiler, say) is installed. **Gains** host time per call: ``kernel[grid](...)``
+binds and specializes each argument, hashes and looks up its cache in Python
+on every call, which on the H100 costs more host time than a small layer norm
+costs the GPU (the performance page measures it). **Else**
+:func:`ln_tutorial.host.run_triton`.
+
+Compiled kernels are kept by exactly the properties Triton specializes on, and
+Triton's compiled launcher is called directly. The C++ node
+(:mod:`.native`) launches the same compiled kernels (:func:`compiled_entry`).
+"""
+
+from typing import Tuple
+
+import torch
+import triton
+
+from ln_tutorial.host import KernelCall
+
+#: (call, device, *specialization) -> entry. Never dropped: the C++ node launches kernels by handles
+#: that live as long as their compiled kernel. Bounded by the configurations a program uses (the
+#: specialization has a few values per configuration).
+_compiled: dict = {}
+
+
+def hooks_installed() -> bool:
+    """True while a launch hook is installed: it needs Triton's own launch path.
+
+    Triton 3.x keeps the hooks in a ``HookChain`` that is never None; it is
+    empty unless someone added a hook.
+    """
+    hook = triton.knobs.runtime.launch_enter_hook
+    return hook is not None and bool(getattr(hook, "calls", True))
+
+
+def run(call: KernelCall, grid: tuple, args: dict) -> None:
+    """Launch ``call`` on ``grid`` with the run-time arguments ``args`` (a dict that may hold more)."""
+    values = [args[name] for name in call.names]
+    device = values[0].get_device()  # every kernel's first argument is a tensor
+    if device < 0:
+        raise ValueError(f"layer_norm: the Triton kernels need CUDA tensors; got a tensor on {values[0].device}")
+    if device != torch._C._cuda_getDevice():
+        with torch.cuda.device(device):  # Triton compiles and launches for the current device
+            return run(call, grid, args)
+    entry, addresses = compiled_entry(call, values, device)
+    compiled_run, function, packed_metadata, constexprs, _, _ = entry
+    # The arguments Triton's own launch passes: grid, stream (torch's raw getter,
+    # as Triton uses), function, metadata, launch metadata and the enter/exit
+    # hooks (none installed), then the kernel's, tensors as addresses.
+    compiled_run(
+        grid[0], grid[1] if len(grid) > 1 else 1, 1, torch._C._cuda_getCurrentRawStream(device), function,
+        packed_metadata, None, None, None, *addresses, *constexprs,
+    )  # fmt: skip
+
+
+def compiled_entry(call: KernelCall, values: list, device: int) -> Tuple[tuple, list]:
+    """The compiled kernel for these argument values (compiled now if new), and the values as it takes them.
+
+    The entry: Triton's compiled launcher, the kernel's handle, its packed
+    metadata (warps, CTAs, shared memory), the compile-time arguments' values,
+    :func:`argument_kinds`, and the compiled kernel itself, which unloads its
+    module (and so invalidates the handle) when it is freed.
+    ``device`` is the current CUDA device.
+    """
+    specialization, addresses = _specialize(values, device)
+    key = (call, device, *specialization)
+    entry = _compiled.get(key)
+    if entry is None:
+        meta = dict(call.meta)
+        compiled = call.kernel.warmup(*values, grid=(1,), **meta)  # compiles without launching
+        constexprs = tuple(meta[name] for name in call.kernel.arg_names[len(values) :])
+        kinds = argument_kinds(compiled, len(values))
+        entry = (compiled.run, compiled.function, compiled.packed_metadata, constexprs, kinds, compiled)
+        _compiled[key] = entry
+    return entry, addresses
+
+
+def _specialize(values: list, device: int) -> Tuple[list, list]:
+    """What Triton specializes the arguments on, and the arguments as its compiled launcher takes them.
+
+    Tensors are passed as their addresses (Triton's launcher would call each
+    tensor's ``data_ptr`` and ask the driver whether it is device memory, on
+    every launch); here every tensor must be on GPU ``device``.
+
+    What Triton specializes on (see triton.runtime.jit): an int above 1,
+    whether it is a multiple of 16 and fits in 32 bits (0 and 1 become
+    constants, so they count by value); None and floats, their value; a tensor,
+    its dtype and whether its address is 16-byte aligned.
+    """
+    key, addresses = [], []
+    for a in values:
+        if a.__class__ is int:
+            key.append((a % 16 == 0, a < 2**31) if a > 1 else a)
+            addresses.append(a)
+        elif a is None or a.__class__ is float:
+            key.append(a)
+            addresses.append(a)
+        else:
+            if a.get_device() != device:
+                devices = sorted({str(t.device) for t in values if isinstance(t, torch.Tensor)})
+                raise ValueError(f"layer_norm: the tensors of one launch must be on one GPU; got tensors on {devices}")
+            address = a.data_ptr()
+            key.append((a.dtype, address % 16 == 0))
+            addresses.append(address)
+    return key, addresses
+
+
+def argument_kinds(compiled, count: int) -> str:
+    """How a compiled kernel takes its first ``count`` arguments, for launches made without Triton.
+
+    One letter each: ``p`` a pointer, ``i`` an int32, ``l`` an int64, ``f`` a
+    float32, ``c`` a compile-time constant (not passed), ``?`` anything else.
+    The C++ node lays out its parameters by it; it passes no scratch memory,
+    so a kernel that needs some is all ``?``.
+    """
+    if compiled.metadata.global_scratch_size or compiled.metadata.profile_scratch_size:
+        return "?" * count
+    letters = {"i32": "i", "i64": "l", "fp32": "f", "constexpr": "c"}
+    kinds = list(compiled.src.signature.values())[:count]
+    return "".join("p" if kind.startswith("*") else letters.get(kind, "?") for kind in kinds)
