@@ -35,7 +35,7 @@ import triton
 import triton.language as tl
 
 import ln_tutorial
-from ln_tutorial import launch, tuning
+from ln_tutorial import _common, dispatch, host, tuning
 from ln_tutorial_book import plain
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -107,10 +107,10 @@ print("evidence for 8 KB rows:", table.evidence[("forward", 8192)])
 # per thread and more loads in flight, but also more threads that must
 # combine their partial sums in each reduction, which is why the warps do not
 # simply grow with the row. Rows shorter than 2 KB are packed into tiles of
-# about 8 KB, up to 64 rows (``launch.forward_config`` returns the
+# about 8 KB, up to 64 rows (``dispatch.forward_config`` returns the
 # configuration of this choice):
 
-# ln_tutorial:source ln_tutorial.launch._forward_config
+# ln_tutorial:source ln_tutorial.host.forward_choice
 
 # %%
 # Padded rows and two tiles
@@ -142,7 +142,7 @@ print("evidence for 8 KB rows:", table.evidence[("forward", 8192)])
 print(f"{'N':>7} {'dtype':>9} {'BLOCK_M':>8} {'BLOCK_N':>8} {'TAIL_N':>7} {'warps':>6} {'looped':>7}")
 for n in (128, 768, 1024, 1536, 2560, 4096, 8192, 9216, 16384, 32768, 65536):
     for dtype in (torch.float16, torch.float32):
-        cfg = launch.forward_config(n, torch.empty(0, dtype=dtype).element_size())
+        cfg = dispatch.forward_config(n, torch.empty(0, dtype=dtype).element_size())
         tiles = f"{cfg.block_m:>8} {cfg.block_n:>8} {cfg.tail_n:>7}"
         print(f"{n:>7} {str(dtype)[6:]:>9} {tiles} {cfg.num_warps:>6} {cfg.looped!s:>7}")
 
@@ -153,24 +153,24 @@ for n in (128, 768, 1024, 1536, 2560, 4096, 8192, 9216, 16384, 32768, 65536):
 print(ln_tutorial.explain((4096, 9216), torch.float16))
 
 # %%
-# The launcher
-# ------------
+# The host side
+# -------------
 #
 # *When it matters:* small inputs, where the host's time per call shows. The
-# default launcher allocates the outputs, picks the configuration and
-# launches one program per ``BLOCK_M`` rows. Triton passes a Python float to
-# a kernel as float32, which would round :math:`\epsilon` for float64 inputs,
-# so the launcher splits it into its float32 value and the remainder. The
-# arguments go by name, in a dict: each kernel takes those of its own
-# signature. And a ``Launcher`` (``ln_tutorial/launcher.py``) skips Triton's
-# general per-call dispatch once the kernel is compiled: it is
-# ``kernel[grid](..., **meta)`` with the compile-time arguments bound once
-# per configuration.
+# default path's host code (``ln_tutorial/host.py``) allocates the outputs
+# and launches the kernel of the configuration on one program per
+# ``BLOCK_M`` rows. Triton passes a Python float to a kernel as float32,
+# which would round :math:`\epsilon` for float64 inputs, so it splits it into
+# its float32 value and the remainder. The arguments go by name, in a dict:
+# each kernel takes those of its own signature, so one dict serves every
+# kernel. ``run`` is Triton's own ``kernel[grid](...)`` on the default path;
+# ``ln_tutorial/dispatch.py`` passes the fast-launch variant instead, which
+# skips Triton's general per-call dispatch once a kernel is compiled.
 
-# ln_tutorial:source ln_tutorial.launch.split_eps
-# ln_tutorial:source ln_tutorial.launch.layer_norm_forward
-# ln_tutorial:source ln_tutorial.launch.forward_arguments
-# ln_tutorial:source ln_tutorial.launch.forward_launcher
+# ln_tutorial:source ln_tutorial._common.split_eps
+# ln_tutorial:source ln_tutorial.host.layer_norm_forward
+# ln_tutorial:source ln_tutorial.host.forward_arguments
+# ln_tutorial:source ln_tutorial.host.forward_call
 
 # %%
 # Wide rows
@@ -212,7 +212,7 @@ print(ln_tutorial.explain((4096, 9216), torch.float16))
 wide = 1000.0 + torch.randn(8, 1000, device=DEVICE)
 ones, zeros = torch.ones(1000, device=DEVICE), torch.zeros(1000, device=DEVICE)
 looped_cfg = tuning.ForwardConfig(looped=True, block_m=1, block_n=128, num_warps=4)
-y_looped, _, _ = launch.layer_norm_forward(wide, None, None, 1e-5, config=looped_cfg)
+y_looped, _, _ = dispatch.layer_norm_forward(wide, None, None, 1e-5, config=looped_cfg)
 y_plain, _, _ = plain.layer_norm_forward(wide, ones, zeros, 1e-5)
 print("looped kernel against the plain kernel, max |difference|:", (y_looped - y_plain).abs().max().item())
 assert torch.allclose(y_looped, y_plain, atol=1e-3)  # float32 holds 1000 + x to about 6e-5

@@ -17,8 +17,8 @@ What the C++ code launches for a new kind of call is asked of Python once
 
 The extension is compiled with :func:`torch.utils.cpp_extension.load` the
 first time it is needed, which prints one line to say so (about 35 s on the
-H100 machines; then cached in ``~/.cache/torch_extensions``); :func:`build`
-(``python -m ln_tutorial.variants.native``) builds it ahead. Without a C++
+H100 machines; then cached in ``~/.cache/torch_extensions``); ``python -m
+ln_tutorial`` builds it ahead. Without a C++
 compiler and ninja, a warning says so and every call stays in Python.
 ``LN_TUTORIAL_NATIVE=0`` turns it off.
 """
@@ -111,8 +111,3 @@ def kernel_for(call: KernelCall, args: dict, names: list, device: int, grid: tup
     slots = [names.index(name) for name in call.names]
     return extension().Kernel(function, 32 * num_warps, shared, *grid, kinds, slots), ""
 
-
-if __name__ == "__main__":  # python -m ln_tutorial.variants.native: build the extension ahead of first use
-    from ln_tutorial.dispatch import native as imported  # the module the dispatcher gave its Python side
-
-    print("ln_tutorial: C++ extension", "ready" if imported.extension() else "not available")
