@@ -3,6 +3,8 @@
     python docs/build.py              # what ``tox -e docs`` runs
     python docs/build.py --keep-cache # reuse examples already executed
     python docs/build.py --gettext    # only the message templates (no example runs)
+    python docs/build.py --record     # on a GPU: only run the examples and record their outputs
+                                      # (docs/recorded/README.md: --gpu-bundle, --archive, --unpack)
 
 Steps:
 
@@ -26,6 +28,16 @@ Steps:
 Any warning fails the build (after all pages are tried, ``--keep-going``);
 a failing example fails it too. By default the gallery output is removed
 first, so every script runs against the current package.
+
+The gallery pages show the outputs of a GPU run (``docs/_ext/ln_recorded.py``,
+``docs/recorded/README.md``). On a GPU the examples' outputs are recorded into
+``docs/recorded/`` as they run (commit them). Without a GPU the examples still
+run, through Triton's interpreter, as a check, and the pages show the recorded
+outputs instead; an example changed since its recording fails the build, which
+names it, unless ``LN_TUTORIAL_ALLOW_STALE_OUTPUTS=1`` (its page then shows
+and names this build's own outputs). ``--record`` runs the examples and records
+them without building the site: all it needs is the GPU, Sphinx and
+sphinx-gallery (the dummy builder: no theme, no search index).
 """
 
 from __future__ import annotations
@@ -217,6 +229,124 @@ def write_sitemap(langs: list[str], url: str, html_dir: Path = HTML) -> Path:
     return path
 
 
+def _ln_recorded():
+    """docs/_ext/ln_recorded.py, imported from its file."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ln_recorded", DOCS / "_ext" / "ln_recorded.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def record(only: str | None, simulate: bool = False, examples: str | None = None,
+           archive: Path | None = None) -> None:
+    """Run the gallery (the dummy builder: no site) of every edition; ln_recorded records the outputs.
+
+    ``archive``: a .tar.gz of the record folders this run wrote (to carry them off the GPU machine).
+    """
+    import torch
+
+    recorded = _ln_recorded()
+    if not torch.cuda.is_available() and not simulate:
+        sys.exit("docs/build.py --record: no CUDA GPU here, and the record holds a GPU's outputs. "
+                 "(--simulate records this CPU run instead, marked as a simulation: to try the flow, never to commit.)")
+    # Examples not run here (--examples) keep their record, current or not.
+    os.environ[recorded.ALLOW_STALE_VARIABLE] = "1"
+    if simulate:
+        os.environ[recorded.SIMULATION_VARIABLE] = "1"
+    for path in GALLERY_OUTPUTS:
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+    before = recorded.record_stamps(DOCS)
+    for lang in [only] if only else editions():
+        out = BUILD / "record" / lang
+        if out.exists():
+            shutil.rmtree(out)
+        extra = [] if lang == "en" else ["-D", f"language={lang}"]
+        if examples:
+            extra += ["-D", f"sphinx_gallery_conf.filename_pattern=/(?:{examples})"]
+        t0 = time.monotonic()
+        sphinx("dummy", out, out / ".doctrees", *extra)
+        print(f"  {lang}: {time.monotonic() - t0:.0f} s", flush=True)
+    print("\n".join(recorded.record_status(DOCS)))
+    written = sorted(name for name, stamp in recorded.record_stamps(DOCS).items() if before.get(name) != stamp)
+    if archive:
+        recorded.archive_records(DOCS, written, Path(archive))
+        print(f"  {', '.join(written) or 'nothing'} recorded, archived in {archive} "
+              f"({Path(archive).stat().st_size / 2**20:.2f} MiB)")
+
+
+#: What ``--record`` needs on a GPU machine that has torch, triton, numpy, matplotlib, pandas,
+#: pillow, pyyaml, jinja2 and pygments but no Sphinx: the packages of the dummy builder's build
+#: (no theme, no search index), with every requirement of theirs that is not in that list.
+GPU_BUNDLE = ["sphinx", "sphinx-gallery", "myst-parser", "sphinx-mathjax-offline", "babel", "docutils",
+              "snowballstemmer", "alabaster", "imagesize", "requests", "charset-normalizer", "idna", "urllib3",
+              "certifi", "roman-numerals", "packaging", "sphinxcontrib-applehelp", "sphinxcontrib-devhelp",
+              "sphinxcontrib-htmlhelp", "sphinxcontrib-jsmath", "sphinxcontrib-qthelp",
+              "sphinxcontrib-serializinghtml", "markdown-it-py", "mdit-py-plugins", "mdurl"]  # fmt: skip
+GPU_HAS = ["torch", "triton", "numpy", "matplotlib", "pandas", "pillow", "pyyaml", "jinja2", "markupsafe", "pygments"]
+#: The Chinese figures' font: the Simplified Chinese face of Debian's fonts-noto-cjk.
+CJK_COLLECTION = Path("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc")
+CJK_FACE = "Noto Sans CJK SC"
+
+
+def cjk_characters() -> str:
+    """The characters the Chinese figures may need: GB 2312's, and every one of the zh_CN catalogs."""
+    chars = set()
+    for first in range(0xA1, 0xF8):
+        for second in range(0xA1, 0xFF):
+            try:
+                chars.add(bytes([first, second]).decode("gb2312"))
+            except UnicodeDecodeError:
+                pass
+    for po in sorted((DOCS / "locale" / "zh_CN").rglob("*.po")):
+        chars.update(c for c in po.read_text(encoding="utf-8") if ord(c) > 0x7F)
+    return "".join(sorted(chars))
+
+
+def gpu_bundle(dest: Path) -> None:
+    """Write into ``dest`` what ``--record`` needs on the GPU machine: wheels, a CJK font, the commit."""
+    from importlib.metadata import version
+
+    dest = Path(dest)
+    wheels, fonts = dest / "docs", dest / "fonts"
+    wheels.mkdir(parents=True, exist_ok=True)
+    pins = [f"{name}=={version(name)}" for name in GPU_BUNDLE]
+    for old in wheels.glob("*.whl"):  # one version of each: two stop the whole install there
+        if not any(old.name.lower().startswith(f"{p.split('==')[0].replace('-', '_').lower()}-{p.split('==')[1]}-")
+                   for p in pins):
+            old.unlink()
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                    "--python-version", "3.12", "--implementation", "cp", "--platform", "manylinux_2_28_x86_64",
+                    "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64",
+                    "--platform", "manylinux1_x86_64", "-d", str(wheels), *pins], check=True)  # fmt: skip
+    if not CJK_COLLECTION.is_file():
+        sys.exit(f"docs/build.py --gpu-bundle: no {CJK_COLLECTION} (Debian: apt-get install fonts-noto-cjk)")
+    from fontTools import subset
+    from fontTools.ttLib import TTCollection
+
+    faces = [f["name"].getDebugName(1) for f in TTCollection(str(CJK_COLLECTION)).fonts]
+    fonts.mkdir(parents=True, exist_ok=True)
+    font = fonts / "NotoSansCJKsc-Regular.otf"
+    options = subset.Options(font_number=faces.index(CJK_FACE), name_IDs=["*"], name_languages=["*"],
+                             layout_features=["*"], notdef_outline=True)
+    face = subset.load_font(str(CJK_COLLECTION), options)
+    subsetter = subset.Subsetter(options)
+    subsetter.populate(text=cjk_characters() + "".join(map(chr, range(0x20, 0x7F))))
+    subsetter.subset(face)
+    subset.save_font(face, str(font), options)
+    commit = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=12"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout.strip()
+    (dest / "commit").write_text(commit + "\n", encoding="utf-8")
+    carry = [wheels, fonts, dest / "commit"]
+    size = sum(p.stat().st_size for c in carry for p in [c, *c.rglob("*")] if p.is_file())
+    print(f"{len(list(wheels.glob('*.whl')))} wheels, {font.name}, commit {commit}: {size / 2**20:.1f} MiB "
+          f"to carry in {', '.join(str(c) for c in carry)}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keep-cache", action="store_true", help="reuse executed examples and doctrees")
@@ -225,8 +355,37 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", choices=list(LABELS), help="build just this edition")
     parser.add_argument("--gettext-dir", type=Path, default=BUILD / "gettext",
                         help="where --gettext writes the templates (default: docs/_build/gettext)")
+    parser.add_argument("--record", action="store_true",
+                        help="run the examples on this machine's GPU and record their outputs in "
+                             "docs/recorded/, without building the site")
+    parser.add_argument("--simulate", action="store_true",
+                        help="with --record on a machine without a GPU: record the CPU run, marked as a "
+                             "simulation (to try the flow; never commit it)")
+    parser.add_argument("--examples", metavar="REGEX",
+                        help="with --record: run and record only the examples whose file name starts with a "
+                             "match (e.g. 03_), the others keep their record")
+    parser.add_argument("--archive", type=Path, metavar="FILE.tar.gz",
+                        help="with --record: also pack the record folders it wrote into this file")
+    parser.add_argument("--gpu-bundle", type=Path, metavar="DIR",
+                        help="write into DIR (e.g. .whl) the wheels, the CJK font and the commit that --record "
+                             "needs on a GPU machine without Sphinx or a network (docs/recorded/README.md)")
+    parser.add_argument("--unpack", type=Path, metavar="FILE.tar.gz",
+                        help="replace the record folders held by an archive of --record --archive with its own")
     args = parser.parse_args(argv)
     start = time.monotonic()
+    if args.record:
+        record(args.only, args.simulate, args.examples, args.archive)
+        return
+    if args.simulate or args.examples or args.archive:
+        parser.error("--simulate, --examples and --archive go with --record")
+    if args.gpu_bundle:
+        gpu_bundle(args.gpu_bundle)
+        return
+    if args.unpack:
+        recorded = _ln_recorded()
+        print(f"replaced {', '.join(recorded.unpack_records(DOCS, args.unpack))} from {args.unpack}")
+        print("\n".join(recorded.record_status(DOCS)))
+        return
 
     if args.gettext:
         # -D plot_gallery=0: sphinx-gallery renders the scripts without running them.

@@ -49,6 +49,7 @@ extensions = [
     "ln_i18n_downloads",  # docs/_ext: translated .py/.ipynb/.zip downloads for zh_CN
     "ln_glossary",  # docs/_ext: the Glossary page's table, from docs/glossary.yaml
     "ln_gallery",  # docs/_ext: fails the build when a core tutorial page is over its reading budget
+    "ln_recorded",  # docs/_ext: the gallery pages show the outputs recorded on a GPU (docs/recorded/)
 ]
 
 templates_path = ["_templates"]
@@ -58,6 +59,7 @@ exclude_patterns = [
     "_build",
     "_generated",
     "locale",
+    "recorded",  # the gallery's files of a GPU run (ln_recorded), not pages of their own
     "Thumbs.db",
     ".DS_Store",
 ]
