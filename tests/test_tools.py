@@ -19,7 +19,7 @@ TINY_RUNS = {
     "profile_calls.py": ["--shapes", "float32:4x64", "--calls", "2"],
     "host_cost.py": ["--shapes", "4x64", "--via", "module", "--amp", "bfloat16", "--dtypes", "float32", "--calls", "2",
                      "--repetitions", "2"],
-    "train_step.py": ["--layers", "1", "--width", "64", "--batch", "1", "--seq", "8", "--steps", "1", "--repetitions", "2"],
+    "train_step.py": ["--models", "bert", "--modes", "eager", "--layers", "1", "--width", "64", "--batch", "1", "--seq", "8", "--steps", "1", "--repetitions", "2"],
 }
 
 
@@ -50,7 +50,7 @@ def test_tiny_run_on_the_interpreter(name, tmp_path):
     out = _run([str(ROOT / "tools" / name), *TINY_RUNS[name]], tmp_path)
     expected = {"tune.py": "forward float32 4x512: ", "host_timeline.py": "call returned",
                 "profile_calls.py": "ln_tutorial 4x64 float32: host fwd",
-                "train_step.py": "ln_tutorial,1,64,1,8,bfloat16,",
+                "train_step.py": "bert,eager,ln_tutorial,1,64,1,8,bfloat16,",
                 "host_cost.py": "module,bfloat16,float32,4,64,step,"}[name]  # fmt: skip
     assert expected in out
     if name == "tune.py":

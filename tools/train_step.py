@@ -1,11 +1,17 @@
 """Time a transformer training step with torch's LayerNorm and with ln_tutorial's, under autocast.
 
-A small GPT-style stack in plain PyTorch (pre-norm blocks: LayerNorm, attention,
-LayerNorm, MLP), the same weights for both norms, an AdamW step per iteration.
-Prints one CSV row per norm (median and p20/p80 ms per step over several
-repetitions, the two interleaved) and appends them to ``--csv`` if given.
+Small stacks in plain PyTorch, the same weights for both norms, dropout 0.1, an
+AdamW step per iteration, eager or compiled (``torch.compile`` of the model):
 
-    python tools/train_step.py [--layers 6] [--width 1024] [--batch 8] [--seq 512] [--csv FILE]
+* ``gpt``: pre-norm blocks, ``x + attn(LN(x))`` then ``x + mlp(LN(x))`` (GELU), a final LayerNorm;
+* ``bert``: post-norm blocks, ``LN(x + attn(x))`` then ``LN(x + mlp(x))`` (GELU), a LayerNorm
+  of the embeddings first;
+* ``opt``: pre-norm blocks as ``gpt`` with a ReLU MLP.
+
+Prints one CSV row per model, mode and norm (median and p20/p80 ms per step over
+several repetitions, the two norms interleaved) and appends them to ``--csv`` if given.
+
+    python tools/train_step.py [--models gpt bert opt] [--modes eager compiled] [--layers 6] [--csv FILE]
 
 Without a GPU it runs on the CPU (through Triton's interpreter if ``TRITON_INTERPRET=1``): a check
 that the tool works, not a measurement.
@@ -25,24 +31,40 @@ import ln_tutorial
 from ln_tutorial_book.bench import run_provenance
 
 
+#: The hidden width of each model kind, as in Hugging Face's GPT-2, BERT-base and OPT-125m.
+WIDTHS = {"gpt": 1024, "bert": 768, "opt": 768}
+
+
 class Block(torch.nn.Module):
-    def __init__(self, width: int, heads: int, norm: type):
+    def __init__(self, width: int, heads: int, norm: type, kind: str):
         super().__init__()
-        self.heads = heads
+        self.heads, self.kind = heads, kind
         self.norm1, self.norm2 = norm(width), norm(width)
         self.qkv, self.proj = torch.nn.Linear(width, 3 * width), torch.nn.Linear(width, width)
         self.up, self.down = torch.nn.Linear(width, 4 * width), torch.nn.Linear(4 * width, width)
+        self.drop = torch.nn.Dropout(0.1)
+
+    def attention(self, x):
+        b, t, c = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, self.heads, c // self.heads).transpose(1, 3).unbind(2)
+        return self.drop(self.proj(F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, c)))
+
+    def mlp(self, x):
+        return self.drop(self.down((F.relu if self.kind == "opt" else F.gelu)(self.up(x))))
 
     def forward(self, x):
-        b, t, c = x.shape
-        q, k, v = self.qkv(self.norm1(x)).view(b, t, 3, self.heads, c // self.heads).transpose(1, 3).unbind(2)
-        x = x + self.proj(F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, c))
-        return x + self.down(F.gelu(self.up(self.norm2(x))))
+        if self.kind == "bert":  # post-norm: the residual sum is normalized
+            x = self.norm1(x + self.attention(x))
+            return self.norm2(x + self.mlp(x))
+        x = x + self.attention(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
 
 
-def model(layers: int, width: int, norm: type) -> torch.nn.Module:
+def model(kind: str, layers: int, width: int, norm: type) -> torch.nn.Module:
     torch.manual_seed(0)  # the same weights for either norm
-    return torch.nn.Sequential(*[Block(width, width // 64, norm) for _ in range(layers)], norm(width))
+    blocks = [Block(width, width // 64, norm, kind) for _ in range(layers)]
+    ends = ([norm(width)], []) if kind == "bert" else ([], [norm(width)])
+    return torch.nn.Sequential(*ends[0], *blocks, *ends[1])
 
 
 def step_times(models, data, amp_dtype, steps: int, repetitions: int):
@@ -60,7 +82,7 @@ def step_times(models, data, amp_dtype, steps: int, repetitions: int):
         opt.zero_grad(set_to_none=True)
 
     for m, opt in zip(models, optimizers):
-        for _ in range(min(5, steps)):
+        for _ in range(5):  # compiles, where compiled, and warms up
             step(m, opt)
     for _ in range(repetitions):
         for m, opt, out in zip(models, optimizers, times):
@@ -80,8 +102,10 @@ def quantiles(values):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--models", nargs="+", choices=list(WIDTHS), default=list(WIDTHS))
+    parser.add_argument("--modes", nargs="+", choices=["eager", "compiled"], default=["eager", "compiled"])
     parser.add_argument("--layers", type=int, default=6)
-    parser.add_argument("--width", type=int, default=1024)
+    parser.add_argument("--width", type=int, help="the hidden width of every model (default: each kind's own)")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=512)
     parser.add_argument("--amp", choices=["bfloat16", "float16"], default="bfloat16")
@@ -91,16 +115,21 @@ def main(argv=None):
     args = parser.parse_args(argv)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     norms = {"torch": torch.nn.LayerNorm, "ln_tutorial": ln_tutorial.LayerNorm}
-    models = [model(args.layers, args.width, norm).to(device) for norm in norms.values()]
-    data = torch.randn(args.batch, args.seq, args.width, device=device)
-    times = step_times(models, data, getattr(torch, args.amp), args.steps, args.repetitions)
     provenance = run_provenance(device == "cuda")
     rows = []
-    for name, values in zip(norms, times):
-        p20, p50, p80 = quantiles(values)
-        shape = {"layers": args.layers, "width": args.width, "batch": args.batch, "seq": args.seq, "amp": args.amp}
-        rows.append({"norm": name, **shape, "ms_p20": f"{p20:.3f}", "ms_p50": f"{p50:.3f}", "ms_p80": f"{p80:.3f}",
-                     **provenance})  # fmt: skip
+    for kind in args.models:
+        for mode in args.modes:
+            width = args.width or WIDTHS[kind]
+            models = [model(kind, args.layers, width, norm).to(device) for norm in norms.values()]
+            if mode == "compiled":
+                models = [torch.compile(m) for m in models]
+            data = torch.randn(args.batch, args.seq, width, device=device)
+            times = step_times(models, data, getattr(torch, args.amp), args.steps, args.repetitions)
+            for name, values in zip(norms, times):
+                p20, p50, p80 = quantiles(values)
+                shape = {"layers": args.layers, "width": width, "batch": args.batch, "seq": args.seq, "amp": args.amp}
+                rows.append({"model": kind, "mode": mode, "norm": name, **shape, "ms_p20": f"{p20:.3f}",
+                             "ms_p50": f"{p50:.3f}", "ms_p80": f"{p80:.3f}", **provenance})  # fmt: skip
     writer = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]))
     writer.writeheader()
     writer.writerows(rows)

@@ -347,11 +347,14 @@ class HostCost(_BenchDirective):
     def _train_step(self, rows):
         steps: dict[tuple, dict[str, dict]] = {}
         for r in rows:
-            steps.setdefault((r["layers"], r["width"], r["batch"], r["seq"], r["amp"]), {})[r["norm"]] = r
-        header = [self.tr(_("layers")), self.tr(_("width")), self.tr(_("batch × sequence")), self.tr(_("autocast")),
-                  self.tr(_("torch: ms per step")), self.tr(_("ln_tutorial: ms per step"))]  # fmt: skip
-        body = [[layers, width, f"{batch} × {seq}", amp, norms["torch"]["ms_p50"], norms["ln_tutorial"]["ms_p50"]]
-                for (layers, width, batch, seq, amp), norms in steps.items()]  # fmt: skip
+            key = (r["model"], r["mode"], r["layers"], r["width"], r["batch"], r["seq"], r["amp"])
+            steps.setdefault(key, {})[r["norm"]] = r
+        header = [self.tr(_("model")), self.tr(_("mode")), self.tr(_("layers × width")), self.tr(_("batch × sequence")),
+                  self.tr(_("torch: ms per step")), self.tr(_("ln_tutorial: ms per step")), self.tr(_("ratio"))]  # fmt: skip
+        body = [[model, self.tr(_(mode)), f"{layers} × {width}", f"{batch} × {seq}", norms["torch"]["ms_p50"],
+                 norms["ln_tutorial"]["ms_p50"],
+                 f"{float(norms['ln_tutorial']['ms_p50']) / float(norms['torch']['ms_p50']):.3f}"]
+                for (model, mode, layers, width, batch, seq, amp), norms in steps.items()]  # fmt: skip
         return [_table(header, body), nodes.paragraph(text=self.measured(rows))]
 
 
