@@ -1,16 +1,12 @@
 """The backward in torch operations, for gradients that are themselves differentiated.
 
-The kernels' backward returns numbers, not a graph. When autograd runs the
-backward with grad mode on (``torch.autograd.grad(..., create_graph=True)``:
-gradient penalties, Hessian-vector products, meta-learning), the gradients
-must carry the graph of their own derivatives, so they are computed here with
-differentiable torch operations instead. The first-order backward, grad mode
-off, keeps the kernels.
+With grad mode on in the backward (``torch.autograd.grad(..., create_graph=True)``: gradient penalties,
+Hessian-vector products, meta-learning) the gradients must carry the graph of their own derivatives,
+which the kernels' numbers do not; so they are computed here. With grad mode off the kernels run.
 
-The forward's saved ``rstd`` stands in for ``eps``, which is not saved:
-``var + eps = 1 / rstd²``, so ``c = 1 / rstd² - var`` (a constant, like
-``eps``) gives ``rstd(x) = 1 / sqrt(var(x) + c)``, equal to the saved value at
-this ``x`` and with the derivatives of every order of the real one.
+``eps`` is not saved; the forward's ``rstd`` stands in for it: ``c = 1 / rstd² - var`` is a constant, like
+``eps``, and ``rstd(x) = 1 / sqrt(var(x) + c)`` equals the saved value at this ``x`` with the derivatives
+of every order of the real one.
 """
 
 from typing import Optional, Tuple

@@ -1,34 +1,22 @@
 """The default kernels: every call can take these, and these alone run with the variants off.
 
-Forward: :func:`layer_norm_fwd_kernel` (rows held whole in registers, several
-short rows per program) and :func:`layer_norm_fwd_looped_kernel` (rows too wide
-for registers). Backward: :func:`layer_norm_bwd_persistent_kernel` (dx and one
-dW/dB partial row per program) then :func:`partial_sum_kernel` (adds the partial
-rows in a fixed order); for rows too wide for registers
-:func:`layer_norm_bwd_dx_looped_kernel` and :func:`layer_norm_bwd_dwdb_kernel`
-take the persistent kernel's place. The specialised variants, which some shapes
-take instead, live in :mod:`ln_tutorial.variants`.
+Forward: :func:`layer_norm_fwd_kernel` (rows held whole in registers, several short rows per
+program), :func:`layer_norm_fwd_looped_kernel` (wider rows). Backward:
+:func:`layer_norm_bwd_persistent_kernel` (dx and one dW/dB partial row per program), then
+:func:`partial_sum_kernel` (adds the partial rows in a fixed order); wider rows take
+:func:`layer_norm_bwd_dx_looped_kernel` and :func:`layer_norm_bwd_dwdb_kernel` instead. The variants,
+which some shapes take, live in :mod:`ln_tutorial.variants`.
 
-Every kernel works on a 2-D view of the data: ``M`` rows (all leading dimensions
-flattened) of ``N`` elements (the normalized dimensions flattened). Rows are
-addressed through a row stride and 64-bit offsets, so a row-strided input needs
-no copy and ``M * N`` may exceed ``2**31``.
-
-Symbols match the tutorial pages:
-
-* ``x̂ = (x - mean) * rstd``, with ``rstd = 1 / sqrt(var + eps)``;
-* ``y = x̂ * w + b``;
-* ``c1 = mean(x̂ * w * dy)`` and ``c2 = mean(w * dy)`` over a row;
-* ``dx = (w * dy - (x̂ * c1 + c2)) * rstd``;
-* ``dw = Σ_rows dy * x̂`` and ``db = Σ_rows dy``.
-
-``COMPUTE`` is the accumulation dtype: float32, or float64 for float64 inputs.
+Every kernel sees ``M`` rows (the leading dimensions flattened) of ``N`` elements (the normalized
+ones), addressed through a row stride and 64-bit offsets: a row-strided input needs no copy, and
+``M * N`` may exceed ``2**31``. ``COMPUTE`` is the accumulation dtype: float32, or float64 for float64
+inputs. Symbols match the tutorial pages: ``x̂ = (x - mean) * rstd`` with ``rstd = 1 / sqrt(var + eps)``;
+``y = x̂ * w + b``; ``c1 = mean(x̂ * w * dy)`` and ``c2 = mean(w * dy)`` over a row;
+``dx = (w * dy - (x̂ * c1 + c2)) * rstd``; ``dw = Σ_rows dy * x̂`` and ``db = Σ_rows dy``.
 """
 
 import triton
 import triton.language as tl
-
-
 
 
 @triton.jit
@@ -350,12 +338,8 @@ def layer_norm_bwd_dx_looped_kernel(
     BLOCK_N: tl.constexpr,  # columns per loop step
     COMPUTE: tl.constexpr,  # accumulation dtype
 ):
-    """dx for rows too wide for registers: one row per program.
-
-    The first sweep accumulates the row sums behind c1 and c2, the second
-    re-reads the row (mostly from L2) and writes dx. dW/dB come from
-    :func:`layer_norm_bwd_dwdb_kernel`.
-    """
+    """dx for rows too wide for registers, one row per program: a first sweep sums c1 and c2, a second
+    re-reads the row (mostly from L2) and writes dx. dW/dB come from :func:`layer_norm_bwd_dwdb_kernel`."""
     inv_n = reciprocal(N, COMPUTE)
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
@@ -462,9 +446,6 @@ def partial_sum_kernel(
     BLOCK_P: tl.constexpr,  # partial rows added per loop step
     BLOCK_N: tl.constexpr,  # columns per program
 ):
-    """Second stage of dW/dB: add the partial rows, always in the same order.
-
-    Grid (column blocks, K): narrow column blocks give enough programs to keep
-    the (L2-resident) partial buffer streaming even when N is small.
-    """
+    """Second stage of dW/dB: add the partial rows, always in the same order. Grid (column blocks, K):
+    narrow column blocks give enough programs to stream the (L2-resident) partial rows even when N is small."""
     add_partial_rows(PARTIAL, OUT0, OUT1, tl.program_id(1), tl.program_id(0), P, N, BLOCK_P, BLOCK_N)

@@ -1,7 +1,5 @@
-"""A pure-PyTorch layer norm written step by step, for tests, examples and checks.
-
-It follows the formulas of the tutorial literally and computes in float64 by
-default, so it serves as the "exact" answer the kernels are compared with.
+"""A pure-PyTorch layer norm that follows the tutorial's formulas literally, in float64 by default:
+the "exact" answer the kernels are compared with, in tests, examples and checks.
 """
 
 from typing import Optional, Sequence, Tuple
@@ -17,10 +15,8 @@ def layer_norm_reference(
     eps: float = 1e-5,
     compute_dtype: torch.dtype = torch.float64,
 ) -> torch.Tensor:
-    """``y = x̂ * w + b`` with ``x̂ = (x - mean) / sqrt(var + eps)``, in ``compute_dtype``.
-
-    Differentiable: autograd through it gives reference gradients.
-    """
+    """``y = x̂ * w + b`` with ``x̂ = (x - mean) / sqrt(var + eps)``, in ``compute_dtype``; differentiable:
+    autograd through it gives reference gradients."""
     dims = tuple(range(-len(normalized_shape), 0))
     x = x.to(compute_dtype)
     mean = x.mean(dim=dims, keepdim=True)

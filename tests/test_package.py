@@ -20,7 +20,7 @@ FLOORS = {
     "_common": 0, "reference": 0, "differentiable": 0,
     "kernels": 1, "tuning": 1,
     "host": 2,
-    "variants": 3, "variants.cooperative": 3, "variants.fast_launch": 3, "variants.prefetch": 3,
+    "variants": 3, "variants.cooperative": 3, "variants.fast_launch": 3,
     "variants.lock": 4, "variants.one_launch": 4, "variants.split": 4, "variants.two_tiles": 4, "variants.native": 4,
     "dispatch": 5,
     "function": 6, "explain": 6,

@@ -1,15 +1,12 @@
 """Variant: the deterministic backward in one launch, for inputs up to 64 MB.
 
-**Takes** the backward of rows held in registers (the persistent kernel's),
-with a weight or a bias, up to ``MAX_BYTES`` of input, on a GPU. **Gains**: the
-dW/dB sums need no second launch -- the persistent programs meet at a
-grid-wide barrier and add up the partial rows themselves; where the GPU would
-wait for the host's second launch this removes the wait, and the C++ node
-(:mod:`.native`) makes one launch instead of two. Past 64 MB the GPU is the
-bottleneck and two launches measured 1-3 % faster end to end. **Else**
-:func:`ln_tutorial.kernels.partial_sum_kernel` in a second launch, which is
-also what runs when the driver refuses the cooperative launch (see
-:mod:`.cooperative`).
+**Takes** the backward of rows held in registers (the persistent kernel's), with a weight or a bias, up
+to ``MAX_BYTES`` of input, on a GPU. **Gains** the second launch: the persistent programs meet at a
+grid-wide barrier and add up the dW/dB partial rows themselves, so the GPU does not wait for the host
+to launch again, and the C++ node (:mod:`.native`) makes one launch instead of two. Past 64 MB the GPU
+is the bottleneck, and two launches measured 1-3 % faster end to end. **Else**
+:func:`ln_tutorial.kernels.partial_sum_kernel` in a second launch, as when the driver refuses the
+cooperative launch (see :mod:`.cooperative`).
 """
 
 import torch

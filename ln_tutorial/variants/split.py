@@ -1,17 +1,16 @@
 """Variant: the backward of rows past the register budget, each row shared by programs.
 
-**Takes** rows wider than 32 KB of input (16384 half-precision or 8192
-float32 values), and half-precision rows of 12289 to 16384 values, on a GPU
-whose SMs can hold every program at once (else the looped kernels). **Gains**
-about 1.45x the looped default kernels in half precision and 2x in float32 at
-8192 x 16384 on the H100: each row is read once instead of twice. **Else**
+**Takes** rows wider than 32 KB of input (16384 half-precision or 8192 float32 values), and
+half-precision rows of 12289 to 16384 values, on a GPU whose SMs can hold every program at once.
+**Gains** about 1.45x the looped default kernels in half precision and 2x in float32 at 8192 x 16384
+on the H100: each row is read once instead of twice. **Else**
 :func:`ln_tutorial.kernels.layer_norm_bwd_dx_looped_kernel` and
 :func:`ln_tutorial.kernels.layer_norm_bwd_dwdb_kernel`.
 
-``cdiv(N, BLOCK_N)`` programs share each row and trade their parts of the row
-sums c1 and c2 through global memory; they wait for each other, so they must
-all be resident: a cooperative launch. The interpreter runs programs one at a
-time, so there each row has a single part and dW/dB take a second launch.
+``cdiv(N, BLOCK_N)`` programs share each row and trade their parts of the row sums c1 and c2 through
+global memory; they wait for each other, so they must all be resident: a cooperative launch. The
+interpreter runs programs one at a time, so there each row has a single part and dW/dB take a second
+launch.
 """
 
 import torch
@@ -22,15 +21,12 @@ from ln_tutorial._common import CACHE_SIZE, INTERPRET, cdiv, next_power_of_2, sm
 from ln_tutorial.host import BackwardPlan, Run, kernel_call, reduce_call
 from ln_tutorial.kernels import add_partial_rows, reciprocal, store_dx_and_accumulate, store_partial_row, tile_terms
 from ln_tutorial.variants.cooperative import grid_barrier, reduce_blocks, refused, remember_refusal
-from ln_tutorial.variants.prefetch import prefetch_tile
 
 
 def fits(cfg, n: int, device: int) -> bool:
-    """Whether every program of ``cfg`` can be resident at once on ``device``: no more parts in a
-    row than the GPU holds programs, and no refusal of its cooperative launch so far.
-    In the interpreter a row has a single part (see :func:`plan`), and device -1 (no GPU named)
-    keeps the table's choice: both always fit.
-    """
+    """Whether every program of ``cfg`` can be resident at once on ``device``: no more parts in a row
+    than the GPU holds programs, and no refused cooperative launch so far. Always in the interpreter
+    (a single part a row) and for device -1 (no GPU named: the table's choice stands)."""
     if INTERPRET or device < 0:
         return True
     return cdiv(n, cfg.block_n) <= sm_count(device) * cfg.programs_per_sm and (device, cfg) not in refused
@@ -38,9 +34,7 @@ def fits(cfg, n: int, device: int) -> bool:
 
 def plan(m: int, n: int, compute, device: int, cfg, has_dw: bool, has_db: bool) -> BackwardPlan:
     """Groups of ``parts`` programs, each group a band of rows, and the kernel that runs them."""
-    # The interpreter runs programs one after another, so a program would wait forever for
-    # a later one: there each row has a single part.
-    block_n = next_power_of_2(n) if INTERPRET else cfg.block_n
+    block_n = next_power_of_2(n) if INTERPRET else cfg.block_n  # interpreter: one part a row (see above)
     parts = cdiv(n, block_n)
     groups = max(1, sm_count(device) * cfg.programs_per_sm // parts)
     rows_per_program = cdiv(cdiv(m, groups), cfg.block_m) * cfg.block_m  # a group's rows
@@ -75,25 +69,21 @@ def run(plan: BackwardPlan, args: dict, params: list, device: int, cfg, launch: 
 
 
 def records_block(parts: int, cfg) -> int:
-    """Width of the tile of records a program polls: every part of a row, and at least one record
-    per thread.
+    """Width of the tile of records a program polls: every part of a row, and at least one record per
+    thread.
 
-    Triton assumes that threads holding copies of the same element hold the same value, and
-    reduces over one copy only. Values polled from memory that others are writing break that:
-    the copy whose "written" flags were checked need not be the copy that is summed, and a part
-    read a moment too early went into the sum (Triton 3.9, 64 parts of 8 warps). With one record
-    per thread there are no copies: every value summed is a value checked.
+    Triton assumes that threads holding copies of an element hold the same value, and reduces one copy
+    only. Values polled while others write them break that: the copy whose "written" flags were checked
+    need not be the copy summed (Triton 3.9, 64 parts of 8 warps, summed a part read too early). With
+    one record per thread there are no copies: every value summed is a value checked.
     """
     return max(next_power_of_2(parts), 32 * cfg.num_warps // cfg.block_m)
 
 
 def registers(cfg) -> int:
-    """Registers per thread that let ``cfg.programs_per_sm`` split programs share an SM.
-
-    An SM has 65536 registers on every NVIDIA GPU since Kepler; a warp's come
-    in steps of 8 per thread. Without the cap the prefetch's addresses took the
-    half-precision kernel past 128, and its grid was refused.
-    """
+    """Registers per thread that let ``cfg.programs_per_sm`` split programs share an SM (65536 an SM
+    since Kepler, in steps of 8 a thread). Without the cap the prefetch's addresses took the
+    half-precision kernel past 128, and its grid was refused."""
     threads = cfg.programs_per_sm * cfg.num_warps * 32
     return min(255, 65536 // threads // 8 * 8)
 
@@ -107,12 +97,11 @@ _states: dict = {}  # (device, stream) -> (barrier, records, launches), least re
 def records_state(device: int, stream: int, size: int):
     """The one-launch split kernel's barrier and records for launches on one stream of one GPU.
 
-    Launches on a stream run one after another, so they can share them. Records
-    are tagged with the barrier's generation (see the kernel), so they are
-    zeroed only when they grow, and again every ``RECORDS_LIFETIME``
-    launches; the barrier leaves itself ready for the next launch. Past
-    ``CACHE_SIZE`` streams the least recently used one starts again from
-    zeroed tensors; its old ones are freed to that stream, after its launches.
+    Launches on a stream run one after another, so they can share them. Records are tagged with the
+    barrier's generation (see the kernel), so they are zeroed only when they grow, and again every
+    ``RECORDS_LIFETIME`` launches; the barrier leaves itself ready for the next launch. Past
+    ``CACHE_SIZE`` streams the least recently used one starts again from zeroed tensors; its old ones
+    are freed to that stream, after its launches.
     """
     barrier, records, launches = _states.pop((device, stream), (None, None, 0))
     if barrier is None:
@@ -136,8 +125,8 @@ def load_raw_tile(
     stride_x,  # elements between two rows of X
     stride_dy,  # elements between two rows of DY
 ):
-    """x and ∇y of a tile as stored (two bytes a value in half precision: fewer registers
-    to hold than the float32 terms), and its row mask and element mask."""
+    """x and ∇y of a tile as stored (in half precision, fewer registers to hold than the float32
+    terms), and its row mask and element mask."""
     row_mask = rows < row_end
     mask = row_mask[:, None] & col_mask[None, :]
     x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0)
@@ -146,15 +135,41 @@ def load_raw_tile(
 
 
 @triton.jit
-def add_pair(a, b, c, d):
-    """Combine function of two sums reduced together: ``(a, b) + (c, d)``.
+def prefetch_to_l2(ptrs):
+    """Ask L2 for the lines at ``ptrs`` (PTX ``prefetch.global.L2``): no registers held, nothing to wait for."""
+    tl.inline_asm_elementwise(
+        "prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l", [ptrs.to(tl.int64, bitcast=True)],
+        dtype=tl.int32, is_pure=False, pack=1,
+    )  # fmt: skip
 
-    Two ``tl.sum`` calls each end in their own exchange between warps (shared
-    memory and a barrier); one ``tl.reduce`` of the pair exchanges both at once.
-    In the split kernel that gained 1-2 % at the wide shapes; in the persistent
-    kernel it moved the two-tile rows by -24 to +6 % with no pattern, so that
-    kernel sums twice.
-    """
+
+@triton.jit
+def prefetch_tile(
+    X,  # input, rows ``stride_x`` elements apart
+    DY,  # upstream gradient, rows ``stride_dy`` elements apart
+    rows,  # (BLOCK_M,) row indices; those from row_end on fetch the last row again
+    row_end,  # rows from here on are not the program's
+    col_begin,  # first column of the tile
+    N,  # number of columns
+    stride_x,  # elements between two rows of X
+    stride_dy,  # elements between two rows of DY
+    BLOCK_N: tl.constexpr,  # columns of the tile, at least 16
+):
+    """Start bringing a tile's x and ∇y into L2: one address per 16 values (one or two 32-byte
+    sectors), clamped so that none falls outside the tensors. (The forward does not prefetch: there
+    it gained 1 to 4 % on the H100, under the 5 % a variant must gain.)"""
+    rows = tl.minimum(rows, row_end - 1)
+    cols = tl.minimum(col_begin + tl.arange(0, BLOCK_N // 16) * 16, N - 1)
+    prefetch_to_l2(X + rows[:, None] * stride_x + cols[None, :])
+    prefetch_to_l2(DY + rows[:, None] * stride_dy + cols[None, :])
+
+
+@triton.jit
+def add_pair(a, b, c, d):
+    """Combine function of two sums reduced together, ``(a, b) + (c, d)``: one ``tl.reduce`` of the
+    pair exchanges both between warps at once (shared memory and a barrier), where two ``tl.sum`` calls
+    exchange twice. (The persistent kernel sums twice: there the pair moved the two-tile rows by -24 to
+    +6 % with no pattern.)"""
     return a + c, b + d
 
 

@@ -1,15 +1,13 @@
 """Variant: the forward of padded half-precision rows as two tiles, in Gluon.
 
-**Takes** float16/bfloat16 rows that a power-of-two tile pads by a quarter or
-more, 4097 to 12287 values (16 and 32 KB padded tiles: the tuning table's
-``forward_padded`` entries with ``two_tiles``), on a GPU with Triton 3.6 or later.
-**Gains** up to 11 % over the padded tile of the default kernel at 4608
-columns (H100, 4096 rows); level at 6144 and 6656. **Else** the default
-:func:`ln_tutorial.kernels.layer_norm_fwd_kernel` (Triton's interpreter cannot run
-Gluon, so the CPU tests run the default kernel for these rows).
+**Takes** float16/bfloat16 rows that a power-of-two tile pads by a quarter or more, 4097 to 12287 values
+(16 and 32 KB padded tiles: the tuning table's ``forward_padded`` entries with ``two_tiles``), on a GPU
+with Triton 3.6 or later. **Gains** up to 11 % over the default kernel's padded tile at 4608 columns
+(H100, 4096 rows); level at 6144 and 6656. **Else** :func:`ln_tutorial.kernels.layer_norm_fwd_kernel`
+(Triton's interpreter cannot run Gluon, so the CPU tests run the default kernel for these rows).
 
-Gluon is Triton's lower-level dialect: the kernel chooses its own data
-layouts, so its warps trade the row statistics once instead of twice.
+Gluon is Triton's lower-level dialect: the kernel chooses its own data layouts, so its warps trade the
+row statistics once instead of twice.
 """
 
 from triton.experimental import gluon
@@ -35,23 +33,20 @@ def layer_norm_fwd_two_tiles_kernel(
 ):
     """One program normalizes one row held in registers, its warps trading the row sums once.
 
-    Warp ``g`` holds group ``g``, columns ``[g * G, (g + 1) * G)`` with ``G =
-    BLOCK_N / warps``. With shuffles inside the warp only, it sums its group
-    (``Σ_g x``) and, around the group's mean ``s_g``, ``T_g = Σ (x - s_g)``
-    and ``Q_g = Σ (x - s_g)²``. These cross between warps once, into a layout
-    where lane ``g`` of every warp holds group ``g``'s values, and each warp
-    adds them up with shuffles: ``mean = Σ_g Σ_g x / N`` and::
+    Warp ``g`` holds group ``g``, columns ``[g * G, (g + 1) * G)`` with ``G = BLOCK_N / warps``. With
+    shuffles inside the warp only, it sums its group (``Σ_g x``) and, around the group's mean ``s_g``,
+    ``T_g = Σ (x - s_g)`` and ``Q_g = Σ (x - s_g)²``. These cross between warps once, into a layout
+    where lane ``g`` of every warp holds group ``g``'s values, and each warp adds them up with shuffles:
+    ``mean = Σ_g Σ_g x / N`` and::
 
         Σ (x - mean)² = Σ_g [Q_g - 2 (mean - s_g) T_g + n_g (mean - s_g)²],
 
-    with ``n_g`` the group's columns inside the row. ``Q_g`` and
-    ``n_g (mean - s_g)²`` are never negative and ``T_g`` is rounding, so
-    nothing cancels, whatever the mean.
+    with ``n_g`` the group's columns inside the row. ``Q_g`` and ``n_g (mean - s_g)²`` are never
+    negative and ``T_g`` is rounding, so nothing cancels, whatever the mean.
 
-    With ``TAIL_N`` > 0 the row is two tiles, ``BLOCK_N`` columns and then
-    ``TAIL_N`` (9728 = 8192 + 2048, of which 1536 are the row's), so a padded
-    row idles fewer lanes than in one tile of the next power of two; warp
-    ``g``'s group is its part of both tiles.
+    With ``TAIL_N`` > 0 the row is two tiles, ``BLOCK_N`` columns and then ``TAIL_N`` (9728 = 8192 +
+    2048, of which 1536 are the row's), so a padded row idles fewer lanes than one tile of the next
+    power of two; warp ``g``'s group is its part of both tiles.
     """
     WARPS: gl.constexpr = gl.num_warps()
     VEC: gl.constexpr = 128 // X.dtype.element_ty.primitive_bitwidth  # values per 16-byte access

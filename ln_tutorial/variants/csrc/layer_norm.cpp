@@ -1,30 +1,25 @@
-// ln_tutorial's small calls in C++: the forward's launch, and the one-launch backward as an
-// autograd node.
+// ln_tutorial's common call in C++: the forward's launch, and the backward as an autograd node.
 //
-// At the tutorial's small sizes a layer norm costs the GPU a few microseconds and the host,
-// in Python, several times as many: checks, allocations, the launch's arguments, autograd's
-// bookkeeping (docs/performance.md shows where that time goes). So:
+// At small sizes a layer norm costs the GPU a few microseconds and the host, in Python, several times
+// as many: checks, allocations, the launch's arguments, autograd's bookkeeping (docs/performance.md). So:
 //
-// * forward() takes the common call -- a CUDA tensor whose rows are contiguous, float32 or
-//   same-dtype parameters, no tensor subclass; under autocast, half-precision tensors cast to
-//   float32 first, as torch casts them -- allocates y and the row statistics, launches the
-//   compiled forward kernel and, when a gradient will be needed, gives y the node below. For
-//   any other call it returns None, and ln_tutorial.layer_norm takes its Python path, which
-//   handles (and checks) every case. What to launch for a new kind of call (shape, dtypes,
-//   device, stream) is asked of Python once (ln_tutorial.variants.native.forward_plan) and
-//   kept here.
-// * LayerNormBackward does what the Python backward does for rows held in registers, by
-//   one program or shared by several (a weight or bias, the deterministic strategy) --
-//   allocate dx, the dW/dB partial rows and dW/dB, launch the compiled Triton kernels (one,
-//   or two past one_launch.MAX_BYTES) -- without Python. Anything else (the looped kernels
-//   of the widest rows, no weight or bias, double backward, a non-contiguous or misaligned
-//   gradient, another stream, a grid the driver refuses) is handed back to the Python backward.
+// * forward() takes the common call -- a CUDA tensor with contiguous rows, float32 or same-dtype
+//   parameters, no tensor subclass; under autocast, half-precision tensors cast to float32 first, as
+//   torch casts them -- allocates y and the row statistics, launches the compiled forward kernel and,
+//   when a gradient will be needed, gives y the node below. Any other call gets None and takes the
+//   Python path, which handles (and checks) every case. What to launch for a new kind of call (shape,
+//   dtypes, device, stream) is asked of Python once (ln_tutorial.dispatch.cpp_forward_plan) and kept.
+// * LayerNormBackward does what the Python backward does for rows held in registers, by one program or
+//   shared by several (a weight or bias, the deterministic strategy): allocates dx, the dW/dB partial
+//   rows and dW/dB, and launches the compiled kernels (one, or two past one_launch.MAX_BYTES). Anything
+//   else (the looped kernels, no weight or bias, double backward, a non-contiguous or misaligned
+//   gradient, another stream, a grid the driver refuses) goes to the Python backward.
 //
-// Kernel parameters are laid out as Triton's launcher lays them out: the arguments that are
-// not compile-time constants, in the kernel's order, then the global and profile scratch
-// pointers (both null: ln_tutorial.variants.native checks that the kernels need neither).
-// The order is the kernel's signature, read by Python: here every value is stored under its
-// argument's name (the lists below), and each Kernel knows which name each of its arguments has.
+// Kernel parameters are laid out as Triton's launcher lays them out: the arguments that are not
+// compile-time constants, in the kernel's order (its signature, read by Python: each Kernel knows which
+// name each of its arguments has, and a launch's values are stored by name, in the lists below), then
+// the global and profile scratch pointers (both null: ln_tutorial.variants.native checks that the
+// kernels need neither).
 #include <torch/extension.h>
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/autograd/function.h>
@@ -215,13 +210,13 @@ at::Tensor new_tensor(at::IntArrayRef sizes, at::ScalarType dtype, const at::Ten
   return at::detail::empty_generic(sizes, allocator, c10::DispatchKeySet(c10::DispatchKey::CUDA), dtype, std::nullopt);
 }
 
-// Set once by ln_tutorial.native, never freed (a Python object must not be destroyed after
-// the interpreter is gone): the Python backward and the maker of forward plans.
+// Set once when native.py loads the extension, never freed (a Python object must not be destroyed
+// after the interpreter is gone): dispatch's Python backward and maker of forward plans.
 py::object* python_backward = nullptr;
 py::object* python_forward_plan = nullptr;
 std::atomic<int64_t> forward_launches{0}, backward_launches{0};  // launched from here (read by the tests)
 
-// The backward node's kernels, made once per shape and stream (native.py).
+// The backward node's kernels, made once per shape and stream (dispatch._cpp_backward_plan).
 struct BackwardPlan {
   BackwardPlan(Kernel kernel, std::optional<Kernel> reduce, int64_t partial_rows, int64_t rows_per_program,
                int64_t stream, at::Tensor barrier, std::optional<at::Tensor> records, int64_t records_lifetime)
@@ -235,7 +230,7 @@ struct BackwardPlan {
   int64_t partial_rows;      // dW/dB partial rows per set
   int64_t rows_per_program;  // rows of one program, or of one group of programs sharing rows (split)
   void* stream;              // the forward's stream, which the barrier belongs to
-  at::Tensor barrier;        // state of one_launch.grid_barrier for that stream
+  at::Tensor barrier;        // state of cooperative.grid_barrier for that stream
   at::Tensor records;        // the split kernel's records (see split.records_state), or undefined
   int64_t records_lifetime;  // launches after which the records are zeroed again (split.RECORDS_LIFETIME)
   mutable int64_t launches = 0;  // with these records; one stream's launches, on the autograd engine's thread
