@@ -23,7 +23,8 @@ if not torch.cuda.is_available():
 
 import torch.nn.functional as F  # noqa: E402
 
-from ln_tutorial import function, _common, dispatch, host, tuning, layer_norm# noqa: E402
+from ln_tutorial import dispatch, function, layer_norm  # noqa: E402
+from ln_tutorial.variants import fast_launch  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -52,8 +53,8 @@ def sync():
 
 
 def compiled_tables():
-    """The tables of directly launched kernels, one per ``Launcher`` (empty under the interpreter)."""
-    return [entry.compiled for entry in launcher._launchers.values()]
+    """The table of directly launched kernels (empty under the interpreter)."""
+    return [fast_launch._compiled]
 
 
 def wrap_compiled_launchers():
@@ -149,14 +150,14 @@ def wrap_everything(detail: bool) -> None:
             wrap_function(torch.Tensor, name, f"Tensor.{name}")
         wrap_function(torch, "empty_like", "torch.empty_like")
         for name in ("_specialize", "hooks_installed"):
-            wrap_function(launcher, name, name)
-        wrap_function(launcher.Launcher, "__call__", "Launcher")
+            wrap_function(fast_launch, name, name)
+        wrap_function(fast_launch, "run", "fast_launch.run")
     for name in ("forward", "backward"):
         wrap_function(function.LayerNormFunction, name, f"Function.{name}")
         setattr(function.LayerNormFunction, name, staticmethod(getattr(function.LayerNormFunction, name)))
-    wrap_function(launch, "layer_norm_backward", "dispatch.layer_norm_backward")
-    wrap_function(launch, "layer_norm_forward", "dispatch.layer_norm_forward")
-    wrap_function(launch, "backward_plan", "plan")
+    wrap_function(dispatch, "layer_norm_backward", "dispatch.layer_norm_backward")
+    wrap_function(dispatch, "layer_norm_forward", "dispatch.layer_norm_forward")
+    wrap_function(dispatch, "backward_path", "path")
 
 
 if __name__ == "__main__":

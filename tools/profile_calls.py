@@ -69,7 +69,7 @@ def launch_breakdown(m, n, dtype, calls):
     kernel = dispatch.forward_call(cfg, x.dtype)
     named = host.forward_arguments(x, y, w, b, mean, rstd, x.stride(0), y.stride(0), m, n, 1e-5)
     args = [named[name] for name in kernel.names]
-    bare = lambda: kernel.kernel[(triton.cdiv(m, cfg.block_m),)](*args, **kernel.meta)  # noqa: E731
+    bare = lambda: kernel.kernel[(triton.cdiv(m, cfg.block_m),)](*args, **dict(kernel.meta))  # noqa: E731
     for name, fn in (
         *([] if cfg.looped else [("bare triton launch", bare)]),
         ("dispatch.layer_norm_forward", lambda: dispatch.layer_norm_forward(x, w, b, 1e-5)),
