@@ -68,9 +68,13 @@ def layer_norm_fwd_two_tiles_kernel(
         t_tail, q_tail = _deviation_sums(x_tail, mask_tail, gl.convert_layout(center_g, n_tail.type.layout))
         t_g += gl.convert_layout(t_tail, t_g.type.layout)
         q_g += gl.convert_layout(q_tail, q_g.type.layout)
-    sum_l, t_l, q_l, n_l = _exchange(sum_g, t_g, q_g, n_g, lanes)
+    # The one exchange between warps: the four values of every group, packed, into ``lanes``.
+    sums, squares = gl.split(gl.convert_layout(gl.join(gl.join(sum_g, t_g), gl.join(q_g, n_g)), lanes))
+    sum_l, t_l = gl.split(sums)
+    q_l, n_l = gl.split(squares)
     mean = gl.sum(sum_l, axis=0) * inv_n  # inside each warp
-    var = _square_sum_around(mean, sum_l, t_l, q_l, n_l) * inv_n
+    shift_gap = mean - sum_l / gl.maximum(n_l, 1.0)  # mean - s_g
+    var = gl.sum(q_l - 2.0 * shift_gap * t_l + n_l * shift_gap * shift_gap, axis=0) * inv_n  # inside each warp
     rstd = 1.0 / gl.sqrt(var + eps + eps_lo)
     _normalize(x, mean, rstd, W, B, Y, row * stride_y, cols, mask, COMPUTE)
     if TAIL_N > 0:
@@ -100,23 +104,6 @@ def _deviation_sums(x, mask, center_g):
     """Per group (warp): ``T_g = Σ (x - s_g)`` and ``Q_g = Σ (x - s_g)²`` over its columns in ``mask``."""
     dev = gl.where(mask, x - center_g[:, None], 0.0)
     return gl.sum(dev, axis=1), gl.sum(dev * dev, axis=1)
-
-
-@gluon.jit
-def _exchange(sum_g, t_g, q_g, n_g, lanes: gl.constexpr):
-    """The one exchange between warps: the four values of every group, packed, into ``lanes``."""
-    packed = gl.convert_layout(gl.join(gl.join(sum_g, t_g), gl.join(q_g, n_g)), lanes)
-    sums, squares = gl.split(packed)
-    sum_l, t_l = gl.split(sums)
-    q_l, n_l = gl.split(squares)
-    return sum_l, t_l, q_l, n_l
-
-
-@gluon.jit
-def _square_sum_around(center, sum_l, t_l, q_l, n_l):
-    """``Σ (x - center)²`` from the group sums: ``Σ_g [Q_g - 2 (center - s_g) T_g + n_g (center - s_g)²]``."""
-    shift_gap = center - sum_l / gl.maximum(n_l, 1.0)  # center - s_g
-    return gl.sum(q_l - 2.0 * shift_gap * t_l + n_l * shift_gap * shift_gap, axis=0)  # inside each warp
 
 
 @gluon.jit
