@@ -52,13 +52,12 @@ def plan(m: int, n: int, compute, device: int, cfg, has_dw: bool, has_db: bool) 
 
 def run(plan: BackwardPlan, args: dict, params: list, device: int, cfg, launch: Run):
     """Launch the split kernel; return the gradients it added up (None: a second launch adds them)."""
-    m = args["M"]
     if plan.reduce is None:  # one launch: records and barrier kept for the stream, never zero-filled
         grads = [torch.empty_like(p) for p in params]  # separate allocations: outputs of a torch.library op
-        barrier, records = records_state(device, torch._C._cuda_getCurrentRawStream(device), m * plan.parts * 2)
+        barrier, records = records_state(device, torch._C._cuda_getCurrentRawStream(device), args["M"] * plan.parts * 2)
     else:
         grads, barrier = None, None
-        records = torch.zeros((m, plan.parts, 2), dtype=torch.int64, device=args["X"].device)
+        records = torch.zeros((args["M"], plan.parts, 2), dtype=torch.int64, device=args["X"].device)
     outs = grads or [args["DX"]]  # (no gradient to add up: the kernel writes none)
     args.update(OUT0=outs[0], OUT1=outs[-1], BARRIER=barrier, RECORDS=records)
     try:
@@ -166,10 +165,9 @@ def prefetch_tile(
 
 @triton.jit
 def add_pair(a, b, c, d):
-    """Combine function of two sums reduced together, ``(a, b) + (c, d)``: one ``tl.reduce`` of the
-    pair exchanges both between warps at once (shared memory and a barrier), where two ``tl.sum`` calls
-    exchange twice. (The persistent kernel sums twice: there the pair moved the two-tile rows by -24 to
-    +6 % with no pattern.)"""
+    """Combine function of two sums reduced together, ``(a, b) + (c, d)``: one ``tl.reduce`` of the pair
+    exchanges both between warps at once (shared memory and a barrier) where two ``tl.sum`` calls exchange
+    twice. The persistent kernel sums twice: there the pair gave no steady gain."""
     return a + c, b + d
 
 

@@ -101,10 +101,9 @@ void check(CUresult status, const char* what) {
   TORCH_CHECK(status == CUDA_SUCCESS, "ln_tutorial: ", what, " failed with CUDA error ", static_cast<int>(status));
 }
 
-// The driver launches into the calling thread's current context. The autograd engine's
-// device threads may have none (the runtime makes one current only when it needs it, and
-// cached allocations do not), so make the device's primary context current for the launch,
-// as Triton's launcher does, and put back whatever was current before.
+// The driver launches into the calling thread's current context. The autograd engine's device threads
+// may have none (the runtime makes one current only when it needs it, and cached allocations do not):
+// make the device's primary context current for the launch, as Triton's launcher does, then restore.
 class ContextGuard {
  public:
   explicit ContextGuard(int device) {
@@ -198,9 +197,9 @@ void* current_stream(const c10::Device& device) {
   return c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(device).native_handle();
 }
 
-// A new tensor of `sizes` and `dtype` on `like`'s GPU. When that GPU is the current one and
-// `like` came from PyTorch's CUDA allocator, it is made as at::empty makes it, minus the
-// operator dispatch, which costs about as much again as the allocation itself.
+// A new tensor of `sizes` and `dtype` on `like`'s GPU. When that GPU is the current one and `like` came
+// from PyTorch's CUDA allocator, made as at::empty makes it minus the operator dispatch, which costs
+// about as much again as the allocation itself.
 at::Tensor new_tensor(at::IntArrayRef sizes, at::ScalarType dtype, const at::Tensor& like) {
   c10::Allocator* allocator = c10::GetAllocator(c10::DeviceType::CUDA);
   if (like.storage().allocator() != allocator ||
@@ -391,9 +390,8 @@ struct CallKindHash {
   }
 };
 
-// Plans by kind of call; null: the Python path takes such calls. Used under the GIL only.
-// Never destroyed: the plans hold CUDA tensors, which must not be freed at exit, after
-// PyTorch's allocator may be gone.
+// Plans by kind of call; null: the Python path takes such calls. Used under the GIL only. Never
+// destroyed: the plans hold CUDA tensors, which must not be freed at exit, after PyTorch's allocator.
 auto& forward_plans = *new std::unordered_map<CallKind, std::shared_ptr<const ForwardPlan>, CallKindHash>();
 constexpr size_t kMaxPlans = 1024;  // many shapes (varying sequence lengths): start again
 
@@ -414,10 +412,9 @@ at::Tensor as_autocast_casts(const at::Tensor& t, bool autocast) {
   return autocast && t.defined() && is_half(t.scalar_type()) ? t.to(at::kFloat) : t;
 }
 
-// A weight or bias the forward kernel can take as it is: (N,), contiguous, aligned, on x's GPU.
-// Under autocast (x float32 by now) a half-precision one is taken as it is rather than cast:
-// the kernels compute in float32 and round its gradient once to its dtype, as the cast's
-// backward would, so the bits are the same and two casts forward and back are saved.
+// A weight or bias the forward kernel can take as it is: (N,), contiguous, aligned, on x's GPU. Under
+// autocast (x float32 by now) a half-precision one is taken uncast: the kernels compute in float32 and
+// round its gradient once to its dtype, as the cast's backward would: the same bits, two casts saved.
 bool usable_parameter(PyObject* object, at::Tensor& out, const at::Tensor& x, int64_t n, bool autocast) {
   if (object == Py_None) return true;
   out = plain_tensor(object);
