@@ -8,22 +8,18 @@ on a grid of programs.
 
 In doing so, you will learn about:
 
-* What layer normalization computes, why networks use it, and how it differs
-  from batch normalization and from its siblings, the bias-free layer norm and
-  RMSNorm.
+* What layer normalization computes, and how it differs from batch
+  normalization, the bias-free layer norm and RMSNorm.
 
-* Keeping a whole row in registers, so that a memory-bound kernel reads its
-  input exactly once.
+* Keeping a whole row in registers, so that the kernel reads its input once.
 
-* Choosing the block size and the number of warps from a simple model of the
-  registers a thread holds.
+* Choosing the block size and the number of warps from the registers a
+  thread holds.
 
-* Computing a variance that does not lose its digits to cancellation.
-
-* Checking a kernel against PyTorch.
+* A variance that does not lose its digits to cancellation.
 
 The kernels of these pages, with their autograd wiring, a check and a small
-benchmark, are also one file to copy into a project:
+benchmark, are one file to copy into a project:
 `layer_norm_triton.py <../_downloads/standalone/layer_norm_triton.py>`_
 (it needs only torch, triton and matplotlib).
 """
@@ -32,21 +28,17 @@ benchmark, are also one file to copy into a project:
 # Setting up
 # ----------
 #
-# The code on this page runs on an NVIDIA GPU. On a machine without one, it
-# switches Triton to its *interpreter*, which runs the same kernels on the CPU,
-# one program at a time. Triton reads ``TRITON_INTERPRET`` when a kernel is
-# decorated with ``@triton.jit``, so the variable must be set before
-# ``ln_tutorial`` (which defines the kernels) is imported. The interpreter is
-# slow, so the inputs are then kept small.
+# The code on this page runs on an NVIDIA GPU. Without one, it switches
+# Triton to its *interpreter*, which runs the same kernels on the CPU, one
+# program at a time, slowly: the inputs are then small. Triton reads
+# ``TRITON_INTERPRET`` when a kernel is decorated with ``@triton.jit``, so it
+# is set before the kernels are imported.
 
 # sphinx_gallery_thumbnail_number = 1
-
-from __future__ import annotations
 
 import os
 
 import matplotlib.pyplot as plt
-import numpy as np
 import torch
 
 if not torch.cuda.is_available():
@@ -58,7 +50,7 @@ import triton
 import triton.language as tl
 
 import ln_tutorial
-from ln_tutorial_book import plain
+from ln_tutorial_book import figures, plain
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 ON_GPU = DEVICE.type == "cuda"
@@ -68,15 +60,13 @@ torch.manual_seed(0)
 # Motivation
 # ----------
 #
-# Deep networks are stacks of layers, and the scale of the values flowing
-# through them drifts as the weights are trained: a layer that receives
-# inputs ten times larger than last step sees a different problem. A
-# *normalization* layer removes that drift. Layer normalization, proposed by
-# Ba, Kiros and Hinton in 2016, does it for one sample at a time: it takes the
-# :math:`N` features of a sample (one token's hidden vector in a transformer,
-# say), shifts them to mean zero, scales them to variance one, and then lets
-# the network choose the scale and shift it wants back through two learned
-# vectors :math:`w` and :math:`b` of length :math:`N`:
+# The scale of the values flowing through a deep network drifts as its
+# weights are trained, and a *normalization* layer removes that drift. Layer
+# normalization (Ba, Kiros and Hinton, 2016) does it one sample at a time: it
+# takes the :math:`N` features of a sample (one token's hidden vector in a
+# transformer, say), shifts them to mean zero, scales them to variance one,
+# and lets the network choose the scale and shift it wants back through two
+# learned vectors :math:`w` and :math:`b` of length :math:`N`:
 #
 # .. math::
 #
@@ -85,19 +75,16 @@ torch.manual_seed(0)
 # Here :math:`\mathrm{E}[x]` and :math:`\mathrm{Var}[x]` are the mean and the
 # (biased) variance of the :math:`N` values of the row, :math:`\odot` is the
 # element-wise product, and :math:`\epsilon` (``1e-5`` by default) keeps the
-# division finite for a constant row. Every transformer layer applies it
-# twice (before or after the attention block and the MLP), so a model with 32
-# layers applies 64 layer norms per token, forward and backward.
+# division finite for a constant row. A transformer layer applies it twice
+# (around the attention block and the MLP), forward and backward.
 #
 # **Batch versus layer normalization.** Batch normalization (Ioffe and
-# Szegedy, 2015), its predecessor, normalizes each *feature* over the samples
-# of a batch. That ties a sample's output to the other samples it happens to be
-# batched with, breaks down for small batches, needs running averages at
-# inference time, and fits sequences of varying length badly. Layer
-# normalization normalizes each *sample* over its features: its output depends
-# on that sample alone, and training and inference compute the same thing. In
-# tensor terms, on an input of shape (batch, features), batch norm reduces over
-# dimension 0 and layer norm over dimension 1:
+# Szegedy, 2015) normalizes each *feature* over the samples of a batch, which
+# ties a sample's output to the others it is batched with, fails for small
+# batches and needs running averages at inference. Layer normalization
+# normalizes each *sample* over its features: its output depends on that
+# sample alone. On an input of shape (batch, features), batch norm reduces
+# over dimension 0 and layer norm over dimension 1:
 
 x = torch.tensor([[1.0, 2.0, 3.0, 4.0],
                   [10.0, 20.0, 30.0, 40.0],
@@ -105,18 +92,8 @@ x = torch.tensor([[1.0, 2.0, 3.0, 4.0],
 batch_normed = (x - x.mean(0)) / torch.sqrt(x.var(0, unbiased=False) + 1e-5)
 layer_normed = (x - x.mean(1, keepdim=True)) / torch.sqrt(x.var(1, unbiased=False, keepdim=True) + 1e-5)
 
-fig, axes = plt.subplots(1, 3, figsize=(9, 2.8))
-for ax, data, title in zip(axes, (x, batch_normed, layer_normed),
-                           ("input", "batch norm: per column", "layer norm: per row")):
-    ax.imshow(data, cmap="coolwarm", vmin=-data.abs().max(), vmax=data.abs().max())
-    for (i, j), value in np.ndenumerate(data.numpy()):
-        ax.text(j, i, f"{value:.2g}", ha="center", va="center", fontsize=8)
-    ax.set_title(title, fontsize=10)
-    ax.set_xlabel("feature")
-    ax.set_xticks(range(4))
-    ax.set_yticks(range(3))
-axes[0].set_ylabel("sample")
-fig.tight_layout()
+figures.normalized_matrices([("input", x), ("batch norm: per column", batch_normed),
+                             ("layer norm: per row", layer_normed)])
 plt.show()
 
 # %%
@@ -125,28 +102,28 @@ plt.show()
 # Batch normalization mixes them with the third row and gives three different
 # answers.
 #
-# **Siblings.** The *bias-free* layer norm drops :math:`b` (PaLM, for
-# instance, uses no biases anywhere). *RMSNorm* (Zhang and Sennrich, 2019)
-# also drops the centring: it divides by the root mean square of the row and
-# multiplies by :math:`w`, which saves one reduction; LLaMA and T5 use it.
-# Both are the kernel below with a few lines left out.
+# **Siblings.** The *bias-free* layer norm (PaLM's) drops :math:`b`.
+# *RMSNorm* (Zhang and Sennrich, 2019; LLaMA, T5) also drops the centring and
+# divides by the root mean square of the row, one reduction fewer. Both are
+# the kernel below with a few lines left out.
 #
 # The forward kernel
 # ------------------
 #
 # Run as eager PyTorch, the formula launches about ten kernels (mean,
-# subtract, square, mean, add, square root, divide, multiply, add, cast), and
-# each one reads its whole input from the GPU's memory and writes its whole
-# output back. The arithmetic is trivial; the memory traffic is what costs
-# time. A single fused kernel that reads :math:`x` once and writes :math:`y`
-# once moves the least data possible, and that is the kernel to write.
+# subtract, square, mean, add, square root, divide, multiply, add, cast), each
+# reading its whole input from memory and writing its output back. The
+# arithmetic is trivial; the traffic costs the time. One fused kernel that
+# reads :math:`x` once and writes :math:`y` once moves the least data.
 #
 # Whatever the shape of the input, layer normalization over the last
 # dimension sees a matrix: :math:`M` rows (all leading dimensions flattened
 # together) of :math:`N` elements. Rows are independent, so they are the
 # natural unit of parallel work. A Triton kernel is written for one
 # *program*; the launch starts many programs, each identified by
-# ``tl.program_id(0)``. Here each program normalizes one row, and holds it
+# ``tl.program_id(0)``. On an NVIDIA GPU a program is one CUDA thread block:
+# ``num_warps`` warps of 32 threads on one SM, over which Triton spreads the
+# program's vectors. Here each program normalizes one row, and holds it
 # whole: ``BLOCK_N`` is a power of two at least :math:`N` (``tl.arange``
 # needs a power of two), and the columns past :math:`N` are masked off.
 
@@ -155,10 +132,9 @@ plt.show()
 # %%
 # What happens, line by line:
 #
-# 1. **Addresses.** ``cols`` is a vector of column indices, and
-#    ``X + row * stride + cols`` a vector of pointers into the row. The row
-#    index is made 64-bit first, so that offsets past :math:`2^{31}` elements
-#    do not overflow.
+# 1. **Addresses.** ``X + row * stride + cols`` is a vector of pointers into
+#    the row; the row index is made 64-bit first, so that offsets past
+#    :math:`2^{31}` elements do not overflow.
 #
 # 2. **One load.** ``tl.load`` with a mask reads the row; masked lanes get
 #    ``0.0``. The values are converted to float32 at once: float16 and
@@ -171,14 +147,12 @@ plt.show()
 #    :math:`(0 - \mathrm{mean})^2` to the sum.
 #
 # 4. **Stores.** :math:`y` goes back in the output's dtype, and the mean and
-#    :math:`1/\sigma` (``rstd``) of each row are saved for the backward pass,
-#    which then does not need to recompute them.
+#    :math:`1/\sigma` (``rstd``) of each row are saved for the backward pass.
 #
 # Why centre first? The textbook shortcut
 # :math:`\mathrm{Var}[x] = \mathrm{E}[x^2] - \mathrm{E}[x]^2` needs a single
 # pass, but when the mean is large compared to the spread it subtracts two
-# nearly equal numbers and the difference is mostly rounding error. Hidden
-# states with a large offset are common enough that this matters:
+# nearly equal numbers, and the difference is mostly rounding error:
 
 offset_row = 1000.0 + torch.randn(1, 4096)
 exact = offset_row.double().var(unbiased=False).item()
@@ -208,15 +182,14 @@ print(f"E[(x - E[x])^2], float32 {centred:.6f}")
 # them, so each thread holds ``BLOCK_N / (32 * num_warps)`` float32 values in
 # its registers. A thread has at most 255 registers, and the fewer it uses, the
 # more threads an SM keeps busy and the more loads are in flight to hide the
-# memory's latency. Too many warps cost too: each ``tl.sum`` ends in an
-# exchange of partial sums between the warps. So ``launch_config`` gives each
-# thread 8 values until 16 warps are reached, and lets the count grow past
-# that. The backward will hold four float32 values per column (two rows and
-# two running sums), which sets ``MAX_ROW_BYTES``. Here is the model's result
-# for a few row lengths:
+# memory's latency; but each ``tl.sum`` ends in an exchange between the warps,
+# so too many warps cost too. ``launch_config`` gives each thread 8 values
+# until 16 warps are reached, and more past that. The backward will hold four
+# float32 values per column (two rows and two running sums), which sets
+# ``MAX_ROW_BYTES``. For a few row lengths:
 
 print(f"{'N':>6} {'dtype':>8} {'BLOCK_N':>8} {'warps':>6} {'values per thread':>18}")
-for n in (256, 768, 1024, 4096, 8192, 16384):
+for n in (256, 1024, 4096, 16384):
     for dtype in (torch.float16, torch.float32):
         size = torch.empty(0, dtype=dtype).element_size()
         if triton.next_power_of_2(n) * size > plain.MAX_ROW_BYTES:
@@ -228,12 +201,10 @@ for n in (256, 768, 1024, 4096, 8192, 16384):
 # Checking it
 # -----------
 #
-# Last, the kernel is compared with PyTorch, and with the package's default
-# forward (``ln_tutorial.layer_norm``), on a shape whose rows are not a power
-# of two, in every supported precision. The error is measured relative to the
-# largest value: a low-precision result cannot be closer than the rounding of
-# its own dtype, so each dtype gets the tolerance that matches its machine
-# epsilon.
+# The kernel is compared with PyTorch and with the package's default forward
+# (``ln_tutorial.layer_norm``) on rows that are not a power of two, in every
+# supported precision, relative to the largest value; each dtype gets a
+# tolerance that matches its rounding.
 
 TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 M, N = (4096, 3000) if ON_GPU else (37, 300)
@@ -257,12 +228,11 @@ assert all_ok, "the forward does not match torch"
 # Where the default goes further
 # ------------------------------
 #
-# The package's default forward computes the same function, with more
-# machinery for speed. One row per program is too little work when rows are
-# short, so it packs several rows into a program; rows too wide for the
-# registers take a kernel that sweeps each row twice; and a launch table
-# measured on an H100 sets rows per program and warps by row size. Its tuning
-# and the kernels that only some shapes need are on
+# The package's default forward packs short rows several to a program: each
+# program pays fixed costs (starting, the two reductions between its load and
+# its store, writing its statistics), and a 2 KB row is too little to spread
+# them over or to keep the memory busy. It also sweeps rows too wide for the
+# registers twice, and sizes everything from a launch table per GPU model:
 # `the forward at full speed <04_forward_advanced.html>`_.
 #
 # Next, `the backward pass <02_backward.html>`_: the gradients of this
@@ -282,15 +252,10 @@ assert all_ok, "the forward does not match torch"
 # * Biao Zhang and Rico Sennrich, "Root Mean Square Layer Normalization",
 #   NeurIPS 2019. `arxiv.org/abs/1910.07467 <https://arxiv.org/abs/1910.07467>`_
 #
-# * Aakanksha Chowdhery et al., "PaLM: Scaling Language Modeling with
-#   Pathways", arXiv:2204.02311, 2022 (no biases in its layer norms).
-#   `arxiv.org/abs/2204.02311 <https://arxiv.org/abs/2204.02311>`_
-#
 # * Tony F. Chan, Gene H. Golub and Randall J. LeVeque, "Algorithms for
 #   Computing the Sample Variance: Analysis and Recommendations", The American
 #   Statistician 37(3), 1983.
 #
-# * Philippe Tillet, H. T. Kung and David Cox, "Triton: an intermediate
-#   language and compiler for tiled neural network computations", MAPL 2019;
-#   and the Triton documentation's own layer normalization tutorial, whose
-#   arc these pages follow.
+# * The Triton documentation's layer normalization tutorial, whose arc these
+#   pages follow.
+#   `triton-lang.org <https://triton-lang.org/main/getting-started/tutorials/05-layer-norm.html>`_

@@ -43,7 +43,7 @@ import triton
 import triton.language as tl
 
 import ln_tutorial
-from ln_tutorial import launch, tuning
+from ln_tutorial import _common, dispatch, host, tuning
 from ln_tutorial_book import plain
 from ln_tutorial.reference import layer_norm_backward_reference, relative_error
 
@@ -70,12 +70,15 @@ torch.manual_seed(0)
 # ln_tutorial:source ln_tutorial.variants.lock.layer_norm_bwd_lock_kernel from "group = row % GROUP_SIZE_M" to "tl.atomic_xchg(lock, 0)"
 
 # %%
-# Unlike the tutorial's 2022 page, the buffers hold float32 sums (float64 for
-# float64 input) rather than the input's dtype, and a missing weight or bias
-# is allowed. The number of buffers (``ln_tutorial.variants.lock.group_size``) follows
+# The tutorial's 2022 page had two bugs that the package's kernel avoids. Its
+# buffers were in the input's dtype, so a float16 model summed
+# :math:`\nabla_w` in float16 and rounded away the small terms; here they
+# hold float32 sums (float64 for float64 input). And it released the lock
+# without the barrier, so the next owner could read a half-written buffer.
+# A missing weight or bias is allowed. The number of buffers (``ln_tutorial.variants.lock.group_size``) follows
 # the tutorial's heuristic, more for short rows, whose programs finish
 # quickly and would otherwise spend their time waiting: 256 up to 1024
-# values, 128 up to 4096, and 96 past that. A second kernel,
+# values, 128 up to 4096, 96 up to 8192 and 64 past that. A second kernel,
 # ``ln_tutorial.kernels.partial_sum_kernel``, adds the buffers in a fixed
 # order; the default backward uses it too.
 #
@@ -157,7 +160,7 @@ for row_bytes, cfg in table.backward.items():
 # Every row size runs one program per SM. Rows of 2 and 4 KB take four rows
 # per step, 8 KB rows two and wider rows one; 2 KB rows keep four tiles in
 # flight, the wider ones three, and 32 KB rows one, reloading.
-# ``ln_tutorial.launch.backward_config`` picks the entry for a row length,
+# ``ln_tutorial.dispatch.backward_config`` picks the entry for a row length,
 # and ``ln_tutorial.explain`` says which one and why.
 #
 # How can the same programs add up the partial rows?
@@ -172,7 +175,7 @@ for row_bytes, cfg in table.backward.items():
 # arrive resets the counter for the next launch and moves a generation
 # number on, and the others spin until they see the new generation.
 
-# ln_tutorial:source ln_tutorial.variants.one_launch.grid_barrier
+# ln_tutorial:source ln_tutorial.variants.cooperative.grid_barrier
 
 # %%
 # The barrier needs every program of the grid on the GPU at once: a
@@ -233,7 +236,7 @@ for row_bytes, cfg in table.backward.items():
 # while they catch up, it is loading and summing its next tile. Those loads
 # come from L2: one step earlier, ``prefetch_tile`` asked L2 for them with a
 # PTX prefetch in Triton's inline assembly
-# (``ln_tutorial.variants.prefetch.prefetch_to_l2``), which holds no
+# (``ln_tutorial.variants.split.prefetch_to_l2``), which holds no
 # registers and is never waited on. The interpreter has no PTX, so there
 # ``PREFETCH`` is off. The loop of
 # ``ln_tutorial.variants.split.layer_norm_bwd_split_kernel``:
@@ -253,7 +256,7 @@ for row_bytes, cfg in table.backward.items():
 # The programs of a group wait for each other, so the launch is cooperative.
 # When the package chose the configuration, a refusal (or a row with more
 # parts than the GPU holds programs) sends the call to the configuration
-# without shared rows (``ln_tutorial.launch.backward_choice``): the looped
+# without shared rows (``ln_tutorial.dispatch.backward_choice``): the looped
 # kernels, or one 16384-wide tile for padded half-precision rows. In the
 # interpreter, where a program would wait forever for a later one, each row
 # has one part.
@@ -289,7 +292,7 @@ for size, cfg in table.backward_split.items():
 # Which path does a call take?
 # ----------------------------
 #
-# ``ln_tutorial.launch.layer_norm_backward`` chooses: the lock kernel, the
+# ``ln_tutorial.dispatch.layer_norm_backward`` chooses: the lock kernel, the
 # persistent kernel in one launch or two, the split kernel, or the looped
 # kernels. With ``ln_tutorial.use_variants(False)`` (or
 # ``LN_TUTORIAL_VARIANTS=0``) it takes the default kernels alone. Here is
@@ -301,7 +304,7 @@ print(f"{'N':>7} {'dtype':>9} {'BLOCK_M':>8} {'BLOCK_N':>8} {'warps':>6} {'per S
       f"{'reload':>7} {'TAIL_N':>7} {'looped':>7} {'split':>6}")
 for n in (768, 1024, 4096, 8192, 9216, 12800, 16384, 32768):
     for dtype in (torch.float16, torch.float32):
-        cfg = launch.backward_config(n, torch.empty(0, dtype=dtype).element_size())
+        cfg = dispatch.backward_config(n, torch.empty(0, dtype=dtype).element_size())
         print(f"{n:>7} {str(dtype)[6:]:>9} {cfg.block_m:>8} {cfg.block_n:>8} {cfg.num_warps:>6} "
               f"{cfg.programs_per_sm:>7} {cfg.num_stages:>7} {cfg.reload!s:>7} {cfg.tail_n:>7} {cfg.looped!s:>7} "
               f"{cfg.split!s:>6}")

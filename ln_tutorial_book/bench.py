@@ -41,6 +41,7 @@ import re
 import statistics
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence
@@ -709,7 +710,7 @@ def plot_sweep(rows: List[dict], mode: str, ax=None, set_name: str = "tutorial",
     ax.set_ylim(0, 1.1 * max([peak or 0, 1] + [max(line.get_ydata()) for line in ax.get_lines()]))
     # The title says where and when the numbers were measured.
     title = f"layer-norm-{mode}, M = 4096, float16" if set_name == "tutorial" else f"layer-norm-{mode}"
-    ax.set_title(f"{title}\n{provenance(rows)}", fontsize=9)
+    ax.set_title(f"{title}\n" + textwrap.fill(provenance(rows), 120), fontsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small", loc="lower right")
     return ax

@@ -172,6 +172,21 @@ def test_the_taught_kernels_and_the_lock_backward_are_providers(monkeypatch):
     ]  # fmt: skip
 
 
+def test_the_providers_agree_with_torch_on_the_cpu():
+    """What the benchmark page says of the providers it can run without a GPU: each one, called as
+    the benchmark calls it, gives torch's output and gradients."""
+    torch.manual_seed(0)
+    x = (-2.3 + 0.5 * torch.randn(16, 256)).requires_grad_(True)
+    weight, bias = (torch.rand(256, requires_grad=True) for _ in range(2))
+    dy = 0.1 * torch.randn(16, 256)
+    results = {}
+    for name, fn in bench.available_providers(["torch", "plain", "ln_tutorial", "ln_tutorial-lock"]).items():
+        y = fn(x, weight, bias)
+        results[name] = [y, *torch.autograd.grad(y, (x, weight, bias), dy)]
+        assert max((a - b).abs().max().item() for a, b in zip(results[name], results["torch"])) < 1e-4, name
+    assert len(results) == 4
+
+
 def test_failing_provider_records_nothing_and_says_why(monkeypatch, capsys):
     monkeypatch.setattr(bench, "SETS", {"tiny": [(4, 64), (4, 128)]})
     monkeypatch.setattr(bench, "SET_DTYPES", {"tiny": torch.float32})

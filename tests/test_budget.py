@@ -6,6 +6,7 @@ check the counter, and the built site when there is one (``tox -e docs`` runs
 after ``tox -e py`` in CI, so there they usually find none and skip).
 """
 
+import re
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,29 @@ def _built(lang="en"):
 
 def test_the_built_core_pages_are_within_budget():
     assert ln_gallery.over_budget(_built()) == []
+
+
+#: Reading time of the core path: prose at 200 words a minute, shown code and printed output at 20
+#: lines a minute, a minute per figure; the core pages together in at most 40 minutes.
+WORDS_PER_MINUTE, LINES_PER_MINUTE, MINUTES_PER_FIGURE, CORE_MINUTES = 200, 20, 1.0, 40
+
+
+def reading_minutes(page_html: str) -> float:
+    words, code = ln_gallery.reading_budget(page_html)
+    figures = len(re.findall(r"<img[^>]*sphx-glr-(?:single|multi)-img", page_html))
+    return words / WORDS_PER_MINUTE + code / LINES_PER_MINUTE + figures * MINUTES_PER_FIGURE
+
+
+def test_the_reading_time_counts_words_code_and_figures():
+    figure = '<img src="a.png" class = "sphx-glr-single-img"/>'
+    page = PAGE.replace("</div><footer>", figure + "</div><footer>")
+    assert reading_minutes(page) == 6 / 200 + 2 / 20 + 1.0
+
+
+def test_the_built_core_path_reads_in_40_minutes():
+    minutes = {page: reading_minutes((_built() / f"{page}.html").read_text(encoding="utf-8"))
+               for page in ln_gallery.CORE_PAGES}
+    assert sum(minutes.values()) <= CORE_MINUTES, {p: round(m, 1) for p, m in minutes.items()}
 
 
 def test_the_built_site_offers_the_standalone_script():
