@@ -267,6 +267,9 @@ def test_downloads_install_line_brings_no_cuda_torch():
     page = markdown_block(INSTALLATION, "(downloads)=", "bash")
     assert page.strip().splitlines() == lines, "the installation page and the README differ"
     assert "jupyter execute --inplace" in README and "jupyter execute --inplace" in INSTALLATION
+    tomllib = pytest.importorskip("tomllib")
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    assert {"ipython", "nbclient", "ipykernel"} <= set(extra["examples"]), "the notebook commands' packages"
 
 
 def test_five_pages_everywhere():
