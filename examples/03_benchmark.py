@@ -160,7 +160,10 @@ if rows:
 # %%
 # * **The forward** of a fused kernel moves the bytes of the copy, so the
 #   best implementations come close to it; the reductions, which make each
-#   program wait for a whole row before it can write, cost the rest.
+#   program wait for a whole row before it can write, cost the rest. A point
+#   listed above as faster than the copy is one where PyTorch's copy kernel
+#   is the slower of two kernels moving the same bytes; no recorded point
+#   passes the datasheet bandwidth (the test suite checks every one).
 #
 # * **The backward** is where the implementations differ most. Besides
 #   :math:`\nabla_x` it must produce :math:`\nabla_w` and :math:`\nabla_b`. The

@@ -682,7 +682,7 @@ def plot_sweep(rows: List[dict], mode: str, ax=None, set_name: str = "tutorial",
     import matplotlib.pyplot as plt
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 4.8))
+        _, ax = plt.subplots(figsize=(10, 5))
     curves: Dict[str, Dict[int, dict]] = {}
     for r in rows:
         if r["mode"] == mode and (r["M"], r["N"]) in SETS[set_name] and gbps(r, figure):
@@ -712,7 +712,8 @@ def plot_sweep(rows: List[dict], mode: str, ax=None, set_name: str = "tutorial",
     title = f"layer-norm-{mode}, M = 4096, float16" if set_name == "tutorial" else f"layer-norm-{mode}"
     ax.set_title(f"{title}\n" + textwrap.fill(provenance(rows), 120), fontsize=8)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small", loc="lower right")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.figure.tight_layout()
     return ax
 
 
