@@ -422,3 +422,28 @@ def test_built_pages_show_outputs_and_comments_in_chinese(lang):
                 if english_left_in_output(line) and not re.fullmatch(r"#\s*fmt:\s*\w+", line.strip()):
                     problems.append(f"{page.name}: {line.strip()!r}: {english_left_in_output(line)}")
     assert not problems, f"{len(problems)} lines with English on the built pages:\n" + "\n".join(problems[:80])
+
+
+@pytest.mark.parametrize("lang", ZH)
+def test_the_book_figures_translate(lang):
+    """The figures of pages 1 and 2 (ln_tutorial_book.figures), as the examples draw them."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import torch
+
+    figures = pytest.importorskip("ln_tutorial_book.figures")
+    outputs, left = _outputs(lang), {}
+    x = torch.randn(3, 4)
+    drawn = [figures.normalized_matrices([("input", x), ("batch norm: per column", x), ("layer norm: per row", x)]),
+             figures.lock_timeline(rows=8, buffers=3), figures.private_partials(rows=8, programs=3)]
+    for fig in drawn:
+        fig = getattr(fig, "figure", None) or plt.gcf() if fig is None or not hasattr(fig, "findobj") else fig
+        outputs_ext.translate_figure(fig, outputs)
+        for text in fig.findobj(matplotlib.text.Text):
+            if english_left_in_output(text.get_text()):
+                left[text.get_text()] = english_left_in_output(text.get_text())
+        plt.close(fig)
+    assert not left, f"figure texts left in English: {left}"

@@ -49,8 +49,9 @@ from sphinx.transforms import SphinxTransform
 OUTPUT_CLASS = "sphx-glr-script-out"
 #: The translated font list of the figures (ln_gallery sets it for the whole run too).
 CJK_FONTS = ["DejaVu Sans", "Noto Sans CJK SC"]
-_FIELD = re.compile(r"\{(\w+)\}")
+_FIELD = re.compile(r"\{(\w+)(?::num)?\}")  # {name}: any English text; {name:num}: numbers
 _HAN = re.compile(r"[\u3400-\u9fff]")
+_NUMBERS = r"\d[\d.]*(?:, ?\d[\d.]*)*"  # a {name:num} field: a number, or a list of them
 #: Code blocks whose ``#`` comments are translated through the templates (on every page).
 SHELL = ("bash", "sh", "shell", "console")
 _CACHE: dict = {}
@@ -82,9 +83,10 @@ class Translator:
             if context == "cell":
                 self.cells.append((msgid, msgstr))
                 continue
-            parts = _FIELD.split(msgid)
+            parts = re.split(r"(\{\w+(?::num)?\})", msgid)
             # a field is English text (never Chinese: a line a translated print began stays whole)
-            pattern = "".join(re.escape(p) if i % 2 == 0 else f"(?P<{p}>[^\u3400-\u9fff]+?)"
+            pattern = "".join(re.escape(p) if i % 2 == 0 else
+                              f"(?P<{p[1:-5]}>{_NUMBERS})" if p.endswith(":num}") else f"(?P<{p[1:-1]}>[^\u3400-\u9fff]+?)"
                               for i, p in enumerate(parts))
             literal = sum(len(p) for p in parts[::2])
             self.templates.append((literal, re.compile(pattern + r"\Z", re.S), msgstr))
@@ -142,8 +144,21 @@ class Translator:
         return " " * indent + _percent(found)
 
     def text(self, text: str) -> str:
-        """A figure's text: line by line (a title's provenance line is a line of its own)."""
-        return "\n".join(self.line(line) for line in text.split("\n"))
+        """A figure's text, line by line; lines that ``textwrap`` broke are translated together and wrapped
+        again at the same width."""
+        lines, out, i = text.split("\n"), [], 0
+        while i < len(lines):
+            for j in range(len(lines), i + 1, -1):
+                joined = "".join(line.strip() + ("" if line.endswith("-") else " ") for line in lines[i:j]).strip()
+                found = self.segment(joined)
+                if found is not None:
+                    out += wrap(_percent(found), max(width(line) for line in lines[i:j]))
+                    i = j
+                    break
+            else:
+                out.append(self.line(lines[i]))
+                i += 1
+        return "\n".join(out)
 
     def block(self, text: str) -> str:
         """A whole printed output: lines through templates, tables cell by cell with their columns aligned."""
@@ -187,6 +202,20 @@ class Translator:
                 line = line[: start - room] + translation + line[end:]
                 overflows.append((end, extra - room))
         return line, overflows
+
+
+def wrap(text: str, columns: int) -> list[str]:
+    """``text`` in lines of at most ``columns`` display columns, broken after a space or a full-width
+    mark, or between Chinese characters."""
+    lines, line, last_break = [], "", -1
+    for ch in text:
+        line += ch
+        if ch == " " or ch in "，；、：）" or _HAN.match(ch):
+            last_break = len(line)
+        if width(line) > columns and last_break > 0:
+            lines.append(line[:last_break].rstrip())
+            line, last_break = line[last_break:].lstrip(), -1
+    return lines + [line] if line else lines
 
 
 def _table_like(line: str) -> bool:
