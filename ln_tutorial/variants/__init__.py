@@ -18,7 +18,7 @@ variant                takes                                             gains (
 =====================  ================================================  ===================================
 
 :mod:`.cooperative` holds what the one-launch and shared-row kernels share (a grid barrier, the
-record of refused launches); :mod:`.prefetch` the shared-row kernel's L2 prefetch.
+record of refused launches).
 ``backward_strategy="lock"`` (:mod:`.lock`) is the Triton tutorial's backward, kept as an option for
 comparison; it is never chosen for you.
 

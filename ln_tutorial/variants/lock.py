@@ -23,7 +23,7 @@ def group_size(n: int) -> int:
         return 256
     if n <= 4096:
         return 128
-    return 96
+    return 96 if n <= 8192 else 64
 
 
 def backward(args: dict, weight, bias, run: Run):
