@@ -25,8 +25,12 @@ ln_gallery = load_module("ln_gallery", ROOT / "docs" / "_ext" / "ln_gallery.py")
 SCRIPTS = {p.stem: (p, True) for p in sorted((ROOT / "examples").glob("[0-9][0-9]_*.py"))}
 SCRIPTS["layer_norm_triton"] = (ROOT / "ln_tutorial_book" / "plain.py", False)
 CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")  # Chinese characters and punctuation
-# Tokens whose translation is code, not Chinese text: a separator line, the font list.
-NOT_PROSE = {"# " + "-" * 75, '"DejaVu Sans"'}
+# Tokens whose translation is code, not Chinese text: a separator line, the font list. And tokens that
+# print half of a line whose other half is no message (a value, "than {...}"): they stay English, so
+# that the page's output translation (docs/_ext/ln_i18n_outputs.py) translates the whole line.
+NOT_PROSE = {"# " + "-" * 75, '"DejaVu Sans"',
+             'f"{len(bench.compare(bench.load_results(), rows))} points differ from the recorded run by more "',
+             'f"copy {point[\'copy\']:.0f} GB/s"'}
 FIELDS = re.compile(r"\{[^{}]*\}")
 
 
