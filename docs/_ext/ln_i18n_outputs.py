@@ -18,17 +18,23 @@ machine (``ln_recorded``):
   below it widened when the translation is wider (width counted as a
   terminal does: two columns for a Chinese character). ``100 %`` loses its
   space. A line that no template matches is left as it is.
-* **Code.** The comments and docstrings of the gallery's Python blocks are
-  translated token by token through the example's code catalog,
-  ``code/package.po`` (the package code the pages show) and
-  ``code/layer_norm_triton.po`` (``ln_tutorial_book/plain.py``); the
-  generated ``# From <file>: ...`` lines through ``outputs.po``. String
-  literals of the package stay as the package has them. On every other page,
-  the comments of Python and shell blocks go through ``outputs.po``.
-* **Figures.** A non-English edition saves its figures with
+* **Code.** The gallery's Python blocks are translated token by token: the
+  example's own strings and comments through its code catalog (where the
+  edition shows the English run's code; a translated run's code is Chinese
+  already), the comments and docstrings of the package code it shows through
+  ``code/package.po`` and ``code/layer_norm_triton.po``
+  (``ln_tutorial_book/plain.py``), the generated ``# From <file>: ...`` lines
+  through ``outputs.po``. String literals of the package stay as the package
+  has them. On every other page, the comments of Python and shell blocks go
+  through ``outputs.po``.
+* **Figures.** The gallery saves its figures with
   :func:`translated_matplotlib_scraper`: each text of a figure (title, axis
-  labels, legend) is translated through ``outputs.po`` like an output line,
-  then sphinx-gallery's matplotlib scraper saves the figure as usual.
+  labels, legend) is translated through ``outputs.po`` like an output line.
+  A non-English edition's own run saves them translated; the English run saves
+  them as they are and a translated copy beside each
+  (``sphx_glr_<name>_001.zh_CN.png``), which the edition's pages show when it
+  uses the English run's outputs. The machine that runs the examples needs a
+  font with Chinese glyphs (Noto Sans CJK SC).
 
 ``tests/test_code_i18n.py`` checks that the real outputs, explanations,
 tables and figure labels leave no English prose behind.
@@ -104,7 +110,7 @@ class Translator:
 
     def _pieces(self, body: str) -> str:
         """A translated line's English pieces between full-width marks (a value printed after
-        ``：``, a reason in ``（）``), each through the templates; no space after ``：``."""
+        ``：``, a reason in ``（）``), each through the templates; no space beside ``：；（）``."""
         parts = re.split(r"([：（）；])", body)
         for i in range(0, len(parts), 2):
             piece = parts[i].strip()
@@ -112,7 +118,7 @@ class Translator:
                 translated = self.segment(piece)
                 if translated is not None:
                     parts[i] = parts[i].replace(piece, translated)
-        return re.sub(r"([：；]) +", r"\1", "".join(parts))
+        return re.sub(r" *([：；（）]) *", r"\1", "".join(parts))  # no space beside a full-width mark
 
     def _field(self, value: str, depth: int) -> str:
         if depth >= 8 or not re.search(r"[A-Za-z]{2}", value):
@@ -124,7 +130,7 @@ class Translator:
         cells = dict(self.cells)
         return ", ".join(cells.get(item, item) for item in value.split(", "))
 
-    def line(self, line: str) -> str:
+    def line(self, line: str, pieces: bool = True) -> str:
         """One output line: a template for the whole line (indentation kept); in a line already
         in the edition's language (a translated print), its English pieces; else unchanged."""
         body = line.strip()
@@ -132,7 +138,7 @@ class Translator:
             return line
         found = self.segment(body)
         if found is None:
-            if not _HAN.search(body):
+            if not pieces or not _HAN.search(body):
                 return line
             found = self._pieces(body)
             if found == body:
@@ -168,7 +174,7 @@ class Translator:
                 shifts = []
                 out.append(line)
                 continue
-            translated = self.line(line)
+            translated = self.line(line, pieces=not _table_like(line))
             if translated != line or not _table_like(line):
                 out.append(translated)
                 continue
@@ -225,7 +231,9 @@ def _table_like(line: str) -> bool:
 def _shift(line: str, shifts: list[tuple[int, int]]) -> str:
     """Widen the columns ending at the English header's edges by the overflow of their translated header."""
     for edge, extra in sorted(shifts, reverse=True):
-        end = min(edge, len(line))
+        if edge > len(line.rstrip()):
+            continue  # a header cell past the rows' last column (a note after the table's header)
+        end = edge
         start = end
         while start > 0 and line[start - 1] != " ":
             start -= 1
@@ -251,15 +259,14 @@ def translator(confdir: Path | str, language: str) -> Translator:
     return _CACHE[key]
 
 
-def code_catalog(confdir: Path | str, language: str, example: str) -> dict[str, str]:
-    """Comment and docstring translations for the code cells of ``example`` (see the module docstring)."""
+def code_catalog(confdir: Path | str, language: str, example: str) -> tuple[dict[str, str], dict[str, str]]:
+    """``(own, package)``: the example's code catalog (its strings and comments) and the comments and
+    docstrings of the package code it shows (see the module docstring)."""
     key = (str(confdir), language, example)
     if key not in _CACHE:
         base = Path(confdir) / "locale" / language / "code"
-        catalog: dict[str, str] = {}
-        for name in ("layer_norm_triton", "package", example):
-            catalog.update({msgid: msgstr for context, msgid, msgstr in _read_po(base / f"{name}.po") if not context})
-        _CACHE[key] = catalog
+        read = lambda name: {i: s for c, i, s in _read_po(base / f"{name}.po") if not c}  # noqa: E731
+        _CACHE[key] = (read(example), {**read("layer_norm_triton"), **read("package")})
     return _CACHE[key]
 
 
@@ -278,26 +285,33 @@ def _docstring_starts(code: str) -> set[tuple[int, int]]:
     return found
 
 
-def comment_tokens(code: str):
-    """The COMMENT tokens and the docstring STRING tokens of ``code`` (none if it does not tokenize)."""
+def comment_tokens(code: str, strings: bool = False):
+    """The COMMENT tokens and the docstring STRING tokens of ``code`` (none if it does not tokenize);
+    with ``strings``, every STRING token (an f-string whole)."""
+    import ln_gallery
+
     docstrings = _docstring_starts(code)
     try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+        tokens = list(ln_gallery._whole_string_tokens(code))
     except (tokenize.TokenError, IndentationError, SyntaxError):
         return []
     return [t for t in tokens if t.type == tokenize.COMMENT
-            or (t.type == tokenize.STRING and t.start in docstrings)]
+            or (t.type == tokenize.STRING and (strings or t.start in docstrings))]
 
 
-def translate_comments(code: str, catalog: dict[str, str], outputs: Translator) -> str:
-    """``code`` with its comments and docstrings translated (``# From ...`` lines through the templates)."""
+def translate_comments(code: str, catalog: dict[str, str], outputs: Translator,
+                       own: dict[str, str] | None = None) -> str:
+    """``code`` with its comments and docstrings translated (``# From ...`` lines through the templates);
+    with ``own`` (the example's code catalog), its strings and comments too."""
     lines = code.splitlines(keepends=True)
     starts = [0]
     for line in lines:
         starts.append(starts[-1] + len(line))
-    edits = []
-    for tok in comment_tokens(code):
-        new = catalog.get(tok.string)
+    edits, docstrings = [], _docstring_starts(code)
+    for tok in comment_tokens(code, strings=bool(own)):
+        new = (own or {}).get(tok.string)
+        if new is None and (tok.type == tokenize.COMMENT or tok.start in docstrings):
+            new = catalog.get(tok.string)
         if new is None and tok.type == tokenize.COMMENT:
             body = outputs.segment(tok.string[1:].strip())
             new = f"# {body}" if body else None
@@ -334,17 +348,41 @@ def translate_figure(fig, outputs: Translator) -> int:
     return count
 
 
+def translated_path(image: Path | str, language: str) -> Path:
+    """Where the ``language`` copy of a gallery figure goes: ``sphx_glr_x_001.png`` -> ``sphx_glr_x_001.zh_CN.png``."""
+    image = Path(image)
+    return image.with_name(f"{image.stem}.{language}{image.suffix}")
+
+
 def translated_matplotlib_scraper(block, block_vars, gallery_conf, **kwargs):
-    """sphinx-gallery's matplotlib scraper, after translating every open figure's texts (non-English editions)."""
+    """sphinx-gallery's matplotlib scraper, with the figures in the edition's language.
+
+    A non-English edition's run translates every open figure's texts before they are
+    saved. The English run saves the figures as they are and then, for every language
+    with an ``outputs.po``, a translated copy beside each (:func:`translated_path`), so
+    that an edition that shows the English run's outputs has its figures too.
+    """
     from sphinx_gallery.scrapers import matplotlib_scraper
 
-    if STATE["language"] != "en" and STATE["confdir"]:
-        import matplotlib.pyplot as plt
+    if not STATE["confdir"]:
+        return matplotlib_scraper(block, block_vars, gallery_conf, **kwargs)
+    import matplotlib.pyplot as plt
 
+    figures = [plt.figure(num) for num in plt.get_fignums()]
+    if STATE["language"] != "en":
         outputs = translator(STATE["confdir"], STATE["language"])
-        for num in plt.get_fignums():
-            translate_figure(plt.figure(num), outputs)
-    return matplotlib_scraper(block, block_vars, gallery_conf, **kwargs)
+        for fig in figures:
+            translate_figure(fig, outputs)
+        return matplotlib_scraper(block, block_vars, gallery_conf, **kwargs)
+    paths = block_vars["image_path_iterator"]
+    first = len(paths.paths)
+    rst = matplotlib_scraper(block, block_vars, gallery_conf, **kwargs)
+    for language in sorted(p.parent.name for p in (Path(STATE["confdir"]) / "locale").glob("*/code/outputs.po")):
+        outputs = translator(STATE["confdir"], language)
+        for fig, image in zip(figures, paths.paths[first:]):
+            translate_figure(fig, outputs)
+            fig.savefig(translated_path(image, language), facecolor=fig.get_facecolor(), edgecolor=fig.get_edgecolor())
+    return rst
 
 
 class TranslatedOutputs(SphinxTransform):
@@ -362,14 +400,16 @@ class TranslatedOutputs(SphinxTransform):
         gallery = any(self.env.docname.startswith(g.rstrip("/") + "/") for g in galleries)
         confdir = Path(self.env.srcdir)  # conf.py's folder: the locale folder is beside it
         outputs = translator(confdir, language)
-        catalog = code_catalog(confdir, language, self.env.docname.rsplit("/", 1)[-1]) if gallery else {}
+        own, catalog = code_catalog(confdir, language, self.env.docname.rsplit("/", 1)[-1]) if gallery else ({}, {})
+        if gallery:
+            self._figures(confdir, language)
         for node in list(self.document.findall(nodes.literal_block)):
             text = node.astext()
             kind = str(node.get("language", "")).lower()
             if gallery and OUTPUT_CLASS in node.get("classes", []):
                 new = outputs.block(text)
             elif kind in ("python", "python3", "py"):
-                new = translate_comments(text, catalog, outputs)
+                new = translate_comments(text, catalog, outputs, own)
             elif kind in SHELL:
                 new = translate_shell_comments(text, outputs)
             else:
@@ -379,11 +419,24 @@ class TranslatedOutputs(SphinxTransform):
                 node.rawsource = new  # equal to the text, or Sphinx no longer highlights the block
 
 
+    def _figures(self, confdir: Path, language: str) -> None:
+        """Show the translated copy of each figure where the run saved one (the English run's)."""
+        for node in self.document.findall(lambda n: n.__class__.__name__ == "imgsgnode"):
+            uri = node.get("uri", "")
+            if uri and (confdir / translated_path(uri.lstrip("/"), language)).is_file():
+                node["uri"] = str(translated_path(uri, language).as_posix())
+                if node.get("srcset"):
+                    node["srcset"] = re.sub(r"(\S+?)(\.png)", lambda m: m.group(1) + f".{language}" + m.group(2)
+                                            if (confdir / (m.group(1) + m.group(2)).lstrip("/")).is_file()
+                                            and (confdir / (m.group(1) + f".{language}.png").lstrip("/")).is_file()
+                                            else m.group(0), node["srcset"])
+
+
 def _configure(app, config) -> None:
     """``config-inited``: remember the edition; a non-English one saves figures through the translating scraper."""
     STATE["language"] = str(config.language)
     STATE["confdir"] = str(app.confdir)
-    if STATE["language"] != "en" and "sphinx_gallery_conf" in config:
+    if "sphinx_gallery_conf" in config:
         conf = config.sphinx_gallery_conf
         conf["image_scrapers"] = tuple("ln_i18n_outputs.translated_matplotlib_scraper" if s == "matplotlib" else s
                                        for s in conf.get("image_scrapers", ("matplotlib",)))
