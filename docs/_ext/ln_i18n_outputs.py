@@ -377,7 +377,7 @@ def translated_matplotlib_scraper(block, block_vars, gallery_conf, **kwargs):
     paths = block_vars["image_path_iterator"]
     first = len(paths.paths)
     rst = matplotlib_scraper(block, block_vars, gallery_conf, **kwargs)
-    for language in sorted(p.parent.name for p in (Path(STATE["confdir"]) / "locale").glob("*/code/outputs.po")):
+    for language in sorted(p.parent.parent.name for p in (Path(STATE["confdir"]) / "locale").glob("*/code/outputs.po")):
         outputs = translator(STATE["confdir"], language)
         for fig, image in zip(figures, paths.paths[first:]):
             translate_figure(fig, outputs)
