@@ -68,7 +68,8 @@ def model(kind: str, layers: int, width: int, norm: type) -> torch.nn.Module:
 
 
 def step_times(models, data, amp_dtype, steps: int, repetitions: int):
-    """Milliseconds per step of each model, repetitions interleaved so that noise hits both alike."""
+    """Milliseconds per step of each model, repetitions interleaved (in alternating order) so that noise
+    and drift hit both alike."""
     device = data.device.type
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     optimizers = [torch.optim.AdamW(m.parameters(), lr=1e-4) for m in models]
@@ -84,8 +85,9 @@ def step_times(models, data, amp_dtype, steps: int, repetitions: int):
     for m, opt in zip(models, optimizers):
         for _ in range(5):  # compiles, where compiled, and warms up
             step(m, opt)
-    for _ in range(repetitions):
-        for m, opt, out in zip(models, optimizers, times):
+    for rep in range(repetitions):
+        order = list(zip(models, optimizers, times))
+        for m, opt, out in order if rep % 2 == 0 else order[::-1]:  # A B, B A: no model always goes first
             sync()
             start = time.perf_counter()
             for _ in range(steps):
