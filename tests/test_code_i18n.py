@@ -448,6 +448,7 @@ def test_the_book_figures_translate(lang):
     for fig in drawn:
         fig = getattr(fig, "figure", None) or plt.gcf() if fig is None or not hasattr(fig, "findobj") else fig
         outputs_ext.translate_figure(fig, outputs)
+        fig.canvas.draw()  # tick labels given as text are set at each draw
         for text in fig.findobj(matplotlib.text.Text):
             if english_left_in_output(text.get_text()):
                 left[text.get_text()] = english_left_in_output(text.get_text())

@@ -334,8 +334,20 @@ def translate_shell_comments(code: str, outputs: Translator) -> str:
 def translate_figure(fig, outputs: Translator) -> int:
     """Translate the texts of a matplotlib figure in place; the number translated."""
     from matplotlib.text import Text
+    from matplotlib.ticker import FixedFormatter, FuncFormatter
 
     count = 0
+    for ax in fig.axes:  # tick labels given as text (set_yticks(..., labels)) are set again at each draw
+        for axis in (ax.xaxis, ax.yaxis):
+            formatter = axis.get_major_formatter()
+            if isinstance(formatter, (FixedFormatter, FuncFormatter)):
+                locs = list(axis.get_majorticklocs())
+                labels = [str(formatter(loc, i)) for i, loc in enumerate(locs)]
+                translated = [outputs.text(label) if re.search(r"[A-Za-z]{2}", label) else label for label in labels]
+                if translated != labels:
+                    axis.set_ticks(locs, translated)
+                    axis.set_tick_params(labelfontfamily=CJK_FONTS)
+                    count += 1
     for artist in fig.findobj(Text):
         text = artist.get_text()
         if not text or "$" in text or not re.search(r"[A-Za-z]{2}", text):
