@@ -49,6 +49,7 @@ extensions = [
     "ln_i18n_downloads",  # docs/_ext: translated .py/.ipynb/.zip downloads for zh_CN
     "ln_glossary",  # docs/_ext: the Glossary page's table, from docs/glossary.yaml
     "ln_gallery",  # docs/_ext: fails the build when a core tutorial page is over its reading budget
+    "ln_i18n_outputs",  # docs/_ext: gallery outputs, code comments and figure labels in the edition's language
     "ln_recorded",  # docs/_ext: the gallery pages show the outputs recorded on a GPU (docs/recorded/)
 ]
 
