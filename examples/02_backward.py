@@ -44,7 +44,7 @@ import triton
 import triton.language as tl
 
 import ln_tutorial
-from ln_tutorial.reference import layer_norm_backward_reference, relative_error
+from ln_tutorial_book.reference import layer_norm_backward_reference, relative_error
 from ln_tutorial_book import figures, plain
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -124,7 +124,7 @@ torch.manual_seed(0)
 #
 # The package's reference writes these formulas in PyTorch, in float64:
 
-# ln_tutorial:source ln_tutorial.reference.layer_norm_backward_reference from "x, dy = x.double()"
+# ln_tutorial:source ln_tutorial_book.reference.layer_norm_backward_reference from "x, dy = x.double()"
 
 # %%
 # Before writing any kernel, check the algebra against autograd:

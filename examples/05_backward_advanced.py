@@ -45,7 +45,7 @@ import triton.language as tl
 import ln_tutorial
 from ln_tutorial import _common, dispatch, host, tuning
 from ln_tutorial_book import plain
-from ln_tutorial.reference import layer_norm_backward_reference, relative_error
+from ln_tutorial_book.reference import layer_norm_backward_reference, relative_error
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 ON_GPU = DEVICE.type == "cuda"

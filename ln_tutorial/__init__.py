@@ -1,10 +1,6 @@
-"""ln_tutorial: a LayerNorm in Triton, fast, tested and explained.
-
-Public API: :func:`layer_norm` (like :func:`torch.nn.functional.layer_norm`),
-:class:`LayerNorm` (a :class:`torch.nn.LayerNorm` subclass), :func:`explain`
-(which kernels a call takes, and why) and :func:`use_variants` (``False``: the
-default path alone, see :mod:`ln_tutorial.variants`).
-"""
+"""ln_tutorial: a LayerNorm in Triton. :func:`layer_norm` (like :func:`torch.nn.functional.layer_norm`),
+:class:`LayerNorm` (a :class:`torch.nn.LayerNorm` subclass), :func:`explain` (which kernels a call takes,
+and why) and :func:`use_variants` (``False``: the default path alone, see :mod:`ln_tutorial.variants`)."""
 
 from ln_tutorial.explain import explain
 from ln_tutorial.function import layer_norm

@@ -59,7 +59,6 @@ def next_power_of_2(n: int) -> int:
     return 1 << (n - 1).bit_length()
 
 
-@cache
 def split_eps(eps: float) -> Tuple[float, float]:
     """eps as a float32 value plus the remainder: Triton passes Python floats as float32."""
     eps_hi = struct.unpack("f", struct.pack("f", eps))[0]

@@ -1,12 +1,7 @@
-"""The backward in torch operations, for gradients that are themselves differentiated.
-
-With grad mode on in the backward (``torch.autograd.grad(..., create_graph=True)``: gradient penalties,
-Hessian-vector products, meta-learning) the gradients must carry the graph of their own derivatives,
-which the kernels' numbers do not; so they are computed here. With grad mode off the kernels run.
-
-``eps`` is not saved; the forward's ``rstd`` stands in for it: ``c = 1 / rstd² - var`` is a constant, like
-``eps``, and ``rstd(x) = 1 / sqrt(var(x) + c)`` equals the saved value at this ``x`` with the derivatives
-of every order of the real one.
+"""The backward in torch operations, for gradients that are themselves differentiated (grad mode on in
+the backward: ``create_graph=True``), which the kernels' numbers cannot carry. ``eps`` is not saved: the
+forward's ``rstd`` stands in, since ``c = 1 / rstd² - var`` is a constant like ``eps`` and
+``1 / sqrt(var(x) + c)`` has the real ``rstd``'s value and derivatives of every order at this ``x``.
 """
 
 from typing import Optional, Tuple

@@ -1,14 +1,11 @@
-"""Floor 4, the one place that chooses the path of a call: the default path (:mod:`ln_tutorial.host`)
-or a variant (:mod:`ln_tutorial.variants`), and how kernels are launched.
+"""Floor 4, the one place that chooses the path of a call -- the default path (:mod:`ln_tutorial.host`)
+or a variant (:mod:`ln_tutorial.variants`) -- and how kernels are launched.
 
-A call on a GPU, eager, with the variants on (the common case) goes:
-``function.layer_norm`` -> the C++ node (:mod:`.variants.native`), which asks
-:func:`cpp_forward_plan` once per kind of call what to launch, then launches
-the forward and, in the backward, the one-launch or shared-row kernel itself.
-Calls the C++ code declines go :class:`function.LayerNormFunction` ->
-:func:`layer_norm_forward` / :func:`layer_norm_backward` here, which launch
-the kernels chosen by :func:`forward_path` / :func:`backward_path` through
-:func:`runner`. :func:`ln_tutorial.explain` answers from the same functions.
+A common call (GPU, eager, variants on) goes ``function.layer_norm`` -> the C++ node, which asks
+:func:`cpp_forward_plan` once per kind of call what to launch. Calls it declines go
+``function.LayerNormFunction`` -> :func:`layer_norm_forward` / :func:`layer_norm_backward`, which
+launch what :func:`forward_path` / :func:`backward_path` choose through :func:`runner`.
+:func:`ln_tutorial.explain` answers from the same functions.
 """
 
 from typing import NamedTuple, Optional, Tuple
@@ -169,17 +166,16 @@ def layer_norm_backward(dy, x, weight, bias, mean, rstd, strategy: str = "determ
     return dx, grads[0] if weight is not None else None, grads[-1] if bias is not None else None
 
 
-def python_backward(saved, dy):
-    """What the C++ node hands back (saved = x, weight, bias, mean, rstd): the Python backward.
-
-    With grad mode on (``create_graph=True``) the gradients carry their own graph.
-    """
+def python_backward(saved, dy, strategy: str = "deterministic"):
+    """The Python backward, of :class:`function.LayerNormFunction` and of what the C++ node hands back
+    (saved = x, weight, bias, mean, rstd). With grad mode on (``create_graph=True``) the gradients
+    carry their own graph."""
     x, weight, bias, mean, rstd = saved
     if dy is None:  # no gradient reached y: zeros, as autograd.Function materializes them
         dy = torch.zeros_like(x)
     if torch.is_grad_enabled():
         return differentiable.layer_norm_backward(dy, x, weight, bias, rstd)
-    return layer_norm_backward(dy, x, weight, bias, mean, rstd)
+    return layer_norm_backward(dy, x, weight, bias, mean, rstd, strategy)
 
 
 #: (n, dtype) -> why the C++ side gave the Python code calls of that kind ("" when it took them).
@@ -187,12 +183,9 @@ cpp_declined: dict = {}
 
 
 def cpp_forward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_dtype, needs_node):
-    """What the C++ forward launches for a new kind of call; None: the Python code takes such calls.
-
-    Called by the extension, once per kind. Besides these arguments the
-    kernels depend only on their tensors' alignment, which the C++ checks (16
-    bytes). Empty tensors (address 0, so aligned) stand in for the tensors.
-    """
+    """What the C++ forward launches for a new kind of call (None: Python takes such calls), asked once
+    per kind. The kernels depend otherwise only on alignment, which the C++ checks: empty (aligned)
+    tensors stand in for the tensors."""
     with torch.cuda.device(device):  # Triton compiles for the current device
         node, why = None, ""
         if needs_node:

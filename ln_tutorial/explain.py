@@ -1,8 +1,5 @@
-"""``explain``: which kernels a call takes, on which host path, with which configuration, and why.
-
-It answers from the functions that choose for the calls themselves
-(:func:`ln_tutorial.dispatch.forward_path`, :func:`~ln_tutorial.dispatch.backward_path`).
-"""
+"""``explain``: which kernels a call takes, on which host path, with which configuration, and why, from
+the functions that choose for the calls themselves (:mod:`ln_tutorial.dispatch`)."""
 
 import math
 from typing import Sequence, Union
@@ -83,7 +80,7 @@ def _host(n: int, dtype: torch.dtype, gpu: bool, backward) -> str:
     if declined:
         return f"C++ node for the forward; backward in {python}: {declined}"
     if backward.config.looped:
-        return f"C++ node for the forward; backward in {python}: the node hands the looped kernels of the widest rows to Python"
+        return f"C++ node for the forward; backward in {python}: the node hands the looped kernels to Python"
     return "C++ node (variants.native): the forward's launch and an autograd node that launches the backward"
 
 

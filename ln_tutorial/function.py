@@ -1,26 +1,8 @@
-"""``layer_norm``: the differentiable entry point.
-
-Three thin routes:
-
-* eager mode, the common call (a CUDA tensor with contiguous rows, the
-  deterministic backward): :mod:`ln_tutorial.variants.native`, in C++, launches the
-  forward and gives ``y`` a C++ autograd node where the backward is one
-  launch, so that no Python runs on the host's hot path (at small sizes the
-  host, not the GPU, decides the time);
-* eager mode otherwise: :class:`LayerNormFunction`, a plain
-  ``torch.autograd.Function`` (the cheapest route through Python: the
-  dispatch of a custom operator costs more host time than a small layer
-  norm costs the GPU);
-* under ``torch.compile``: torch's own layer norm, which Inductor generates
-  fused with its neighbours (see :func:`_compiled_layer_norm`).
-
-Inputs the kernels cannot read as they are -- tensor subclasses such as
-``DTensor``, the wrapped tensors of ``torch.func`` transforms, meta tensors,
-dual tensors of forward-mode AD -- go to :func:`torch.nn.functional.layer_norm`,
-which handles each of them. A backward run with grad mode on
-(``create_graph=True``) computes its gradients with differentiable torch
-operations (:mod:`ln_tutorial.differentiable`), so second-order derivatives
-are right; the usual backward keeps the kernels.
+"""``layer_norm``, the differentiable entry point: the C++ node first where it takes the call, else
+:class:`LayerNormFunction` (a plain ``torch.autograd.Function``: the dispatch of a custom operator
+costs more host time than a small layer norm costs the GPU); under ``torch.compile``, torch's own
+layer norm (:func:`_compiled_layer_norm`). Inputs the kernels cannot read as they are go to
+:func:`torch.nn.functional.layer_norm`, which handles each of them.
 """
 
 import math
@@ -32,20 +14,9 @@ import torch.nn.functional as F
 
 from torch.autograd import forward_ad
 
-from ln_tutorial import differentiable, dispatch, host
+from ln_tutorial import dispatch, host
 from ln_tutorial._common import INTERPRET
 from ln_tutorial.variants import native
-
-
-def _gradients(ctx, dy):
-    """Input and parameter gradients from the saved statistics; with grad mode on
-    (``create_graph=True``) gradients that carry their own graph."""
-    x, weight, bias, mean, rstd = ctx.saved_tensors
-    if torch.is_grad_enabled():
-        dx, dw, db = differentiable.layer_norm_backward(dy, x, weight, bias, rstd)
-    else:
-        dx, dw, db = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd, ctx.strategy)
-    return dx, dw if weight is not None else None, db if bias is not None else None, None, None
 
 
 class LayerNormFunction(torch.autograd.Function):
@@ -60,15 +31,15 @@ class LayerNormFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy):
-        return _gradients(ctx, dy)
+        x, weight, bias, _, _ = ctx.saved_tensors
+        dx, dw, db = dispatch.python_backward(ctx.saved_tensors, dy, ctx.strategy)
+        return dx, dw if weight is not None else None, db if bias is not None else None, None, None
 
 
 def check_options(backward_strategy: str, eps: float, caller: str = "layer_norm") -> None:
     """Raise ``ValueError`` naming the argument unless ``backward_strategy`` and ``eps`` are accepted values."""
     if backward_strategy not in host.STRATEGIES:
-        raise ValueError(
-            f"{caller}: unknown backward_strategy {backward_strategy!r}; expected one of {host.STRATEGIES}"
-        )
+        raise ValueError(f"{caller}: unknown backward_strategy {backward_strategy!r}; expected one of {host.STRATEGIES}")
     if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 <= eps < math.inf:
         raise ValueError(f"{caller}: eps must be a finite number >= 0, got {eps!r}")
 
@@ -80,11 +51,8 @@ def _kernels_cannot_read(*tensors: Optional[torch.Tensor]) -> bool:
         return True
     if isinstance(tensors[0], torch.Tensor) and tensors[0].is_meta:  # meta parameters alone: check_inputs names them
         return True
-    return any(
-        isinstance(t, torch.Tensor)
-        and (type(t) not in _PLAIN_TENSORS or torch._C._functorch.is_functorch_wrapped_tensor(t))
-        for t in tensors
-    )
+    wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+    return any(isinstance(t, torch.Tensor) and (type(t) not in _PLAIN_TENSORS or wrapped(t)) for t in tensors)
 
 
 _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
@@ -112,29 +80,22 @@ def layer_norm(
     *,
     backward_strategy: str = "deterministic",
 ) -> torch.Tensor:
-    """Layer normalization over the trailing ``normalized_shape`` dimensions.
-
-    Same signature and result as :func:`torch.nn.functional.layer_norm`,
-    differentiable in ``input``, ``weight`` and ``bias``.
+    """Layer normalization over the trailing ``normalized_shape`` dimensions: the signature and result of
+    :func:`torch.nn.functional.layer_norm`, differentiable in ``input``, ``weight`` and ``bias``.
 
     Args:
-        input: tensor of shape ``(*, *normalized_shape)``; float16, bfloat16,
-            float32 or float64. Any strides.
+        input: ``(*, *normalized_shape)``, float16, bfloat16, float32 or float64, any strides.
         normalized_shape: the trailing dimensions normalized together.
-        weight, bias: tensors of shape ``normalized_shape`` or None; the input's
-            dtype, or float32 with a float16/bfloat16 input (mixed precision:
-            the output keeps the input's dtype, the gradients the parameters').
+        weight, bias: ``normalized_shape`` or None; the input's dtype, or float32 with a half-precision
+            input (the output keeps the input's dtype, the gradients the parameters').
         eps: added to the variance before the square root.
-        backward_strategy: ``"deterministic"`` (default: the same bits on every
-            run for the same GPU model, SM count and shape) or ``"lock"`` (the
-            Triton tutorial's locked buffers).
+        backward_strategy: ``"deterministic"`` (default: the same bits on every run for the same GPU
+            model, SM count and shape) or ``"lock"`` (the Triton tutorial's locked buffers).
 
-    CUDA tensors run the Triton kernels; so do CPU tensors when
-    ``TRITON_INTERPRET=1`` was set before import. Other CPU tensors, and
-    tensors the kernels cannot read (subclasses such as ``DTensor``,
-    ``torch.func`` transforms, meta tensors, forward-mode AD), use
-    :func:`torch.nn.functional.layer_norm`. Gradients of gradients
-    (``create_graph=True``) are supported.
+    CUDA tensors run the Triton kernels, and CPU tensors when ``TRITON_INTERPRET=1`` was set before
+    import; other CPU tensors, and tensors the kernels cannot read (``DTensor``, ``torch.func``
+    transforms, meta tensors, forward-mode AD), :func:`torch.nn.functional.layer_norm`. Gradients of
+    gradients (``create_graph=True``) are supported.
     """
     if torch.compiler.is_compiling():
         return _compiled_layer_norm(input, normalized_shape, weight, bias, eps, backward_strategy)

@@ -1,11 +1,8 @@
-"""Floor 2, the default path on the host: input checks, launch configurations, allocation, launches.
-
-Everything here runs the default kernels of :mod:`ln_tutorial.kernels`, with
-configurations from the GPU's tuning table (:mod:`ln_tutorial.tuning`). It takes
-2-D views (``M`` rows of ``N`` elements, the last dimension contiguous) and a
-``run`` function that launches a :class:`KernelCall`: Triton's own launch
-(:func:`run_triton`) or the variants' faster one. Which of them, and whether a variant replaces a
-kernel, is decided in :mod:`ln_tutorial.dispatch`.
+"""Floor 2, the default path on the host: input checks, launch configurations from the tuning table,
+allocation and the launches of the default kernels, on 2-D views (``M`` rows of ``N`` elements, the
+last dimension contiguous). ``run`` launches a :class:`KernelCall`: Triton's own launch
+(:func:`run_triton`) or the faster one of :mod:`ln_tutorial.variants.fast_launch`, as
+:mod:`ln_tutorial.dispatch` decides.
 """
 
 from typing import Callable, NamedTuple, Optional, Sequence, Tuple
@@ -111,17 +108,10 @@ def backward_choice(n: int, element_size: int, device: int, share_rows: bool) ->
     return Choice(table.backward[row_bytes]._replace(block_n=block_n), why)
 
 
-def check_inputs(
-    input: torch.Tensor,
-    normalized_shape: Sequence[int],
-    weight: Optional[torch.Tensor],
-    bias: Optional[torch.Tensor],
-) -> Tuple[int, ...]:
-    """Validate arguments of :func:`ln_tutorial.layer_norm`; return the shape as a tuple.
-
-    Raises ``TypeError`` for unsupported dtypes and ``ValueError`` for shapes
-    or devices that do not fit together, each naming the problem.
-    """
+def check_inputs(input: torch.Tensor, normalized_shape: Sequence[int], weight: Optional[torch.Tensor],
+                 bias: Optional[torch.Tensor]) -> Tuple[int, ...]:  # fmt: skip
+    """Validate the arguments of :func:`ln_tutorial.layer_norm`; return the shape as a tuple.
+    ``TypeError`` for types and dtypes, ``ValueError`` for shapes and devices, each naming the argument."""
     if not isinstance(input, torch.Tensor):
         raise TypeError(f"layer_norm: input must be a torch.Tensor, got {type(input).__name__}")
     if isinstance(normalized_shape, int):
@@ -129,36 +119,31 @@ def check_inputs(
     elif type(normalized_shape) is not tuple or not all(type(d) is int for d in normalized_shape):
         normalized_shape = tuple(int(d) for d in normalized_shape)  # torch.Size, lists, numpy ints
     if input.dtype not in SUPPORTED_DTYPES:
-        raise TypeError(
-            f"layer_norm: input dtype {input.dtype} is not supported; expected float16, bfloat16, float32 or float64"
-        )
-    if len(normalized_shape) == 0:
+        raise TypeError(f"layer_norm: input dtype {input.dtype} is not supported; {_DTYPES}")
+    if not normalized_shape:
         raise ValueError("layer_norm: normalized_shape must name at least one dimension")
     if input.dim() < len(normalized_shape) or tuple(input.shape[input.dim() - len(normalized_shape) :]) != normalized_shape:
-        raise ValueError(
-            f"layer_norm: normalized_shape {list(normalized_shape)} does not match the trailing "
-            f"dimensions of input of shape {list(input.shape)}"
-        )
+        raise ValueError(f"layer_norm: normalized_shape {list(normalized_shape)} does not match the trailing "
+                         f"dimensions of input of shape {list(input.shape)}")  # fmt: skip
     params = [(name, p) for name, p in (("weight", weight), ("bias", bias)) if p is not None]
     for name, param in params:
         if not isinstance(param, torch.Tensor):
             raise TypeError(f"layer_norm: {name} must be a torch.Tensor or None, got {type(param).__name__}")
         if tuple(param.shape) != normalized_shape:
-            raise ValueError(
-                f"layer_norm: {name} has shape {list(param.shape)}, expected normalized_shape {list(normalized_shape)}"
-            )
+            raise ValueError(f"layer_norm: {name} has shape {list(param.shape)}, expected normalized_shape "
+                             f"{list(normalized_shape)}")  # fmt: skip
         if param.device != input.device:
             raise ValueError(f"layer_norm: {name} is on {param.device} but input is on {input.device}")
-        if param.dtype != input.dtype and not (
-            param.dtype == torch.float32 and input.dtype in (torch.float16, torch.bfloat16)
-        ):
-            raise TypeError(
-                f"layer_norm: {name} dtype {param.dtype} with input dtype {input.dtype} is not supported; "
-                "parameters must have the input's dtype, or be float32 with a float16/bfloat16 input"
-            )
+        if param.dtype != input.dtype and not (param.dtype == torch.float32 and input.dtype in _HALF):
+            raise TypeError(f"layer_norm: {name} dtype {param.dtype} with input dtype {input.dtype} is not supported; "
+                            "parameters must have the input's dtype, or be float32 with a float16/bfloat16 input")  # fmt: skip
     if len(params) == 2 and weight.dtype != bias.dtype:
         raise TypeError(f"layer_norm: weight dtype {weight.dtype} differs from bias dtype {bias.dtype}")
     return normalized_shape
+
+
+_DTYPES = "expected float16, bfloat16, float32 or float64"
+_HALF = (torch.float16, torch.bfloat16)
 
 
 def forward_arguments(x, y, weight, bias, mean, rstd, stride_x: int, stride_y: int, m: int, n: int, eps: float) -> dict:
@@ -194,7 +179,6 @@ def layer_norm_forward(
     ``mean`` and ``rstd`` (M,)."""
     m, n = x.shape
     y = x.new_empty((m, n))
-    # Two allocations, not one split in two: outputs of a torch.library op must not alias.
     mean = x.new_empty((m,), dtype=stats_dtype(x.dtype))
     rstd = x.new_empty((m,), dtype=stats_dtype(x.dtype))
     if m and n:
@@ -289,8 +273,7 @@ def run_backward_plan(plan: BackwardPlan, args: dict, cfg: BackwardConfig, sets:
 
 
 def add_partial_rows(plan: BackwardPlan, args: dict, params: list, run: Run) -> list:
-    """Second stage: the partial rows added in a fixed order, dW/dB in parallel programs.
-    Separate allocations: outputs of the torch.library backward op must not alias."""
+    """Second stage: the partial rows added in a fixed order, dW/dB in parallel programs."""
     grads = [torch.empty_like(p) for p in params]
     args.update(OUT0=grads[0], OUT1=grads[-1])
     run(plan.reduce, (cdiv(args["N"], REDUCE_BLOCK_N), len(params)), args)

@@ -1,18 +1,12 @@
 """The default kernels: every call can take these, and these alone run with the variants off.
 
-Forward: :func:`layer_norm_fwd_kernel` (rows held whole in registers, several short rows per
-program), :func:`layer_norm_fwd_looped_kernel` (wider rows). Backward:
-:func:`layer_norm_bwd_persistent_kernel` (dx and one dW/dB partial row per program), then
-:func:`partial_sum_kernel` (adds the partial rows in a fixed order); wider rows take
-:func:`layer_norm_bwd_dx_looped_kernel` and :func:`layer_norm_bwd_dwdb_kernel` instead. The variants,
-which some shapes take, live in :mod:`ln_tutorial.variants`.
-
-Every kernel sees ``M`` rows (the leading dimensions flattened) of ``N`` elements (the normalized
-ones), addressed through a row stride and 64-bit offsets: a row-strided input needs no copy, and
-``M * N`` may exceed ``2**31``. ``COMPUTE`` is the accumulation dtype: float32, or float64 for float64
-inputs. Symbols match the tutorial pages: ``x̂ = (x - mean) * rstd`` with ``rstd = 1 / sqrt(var + eps)``;
-``y = x̂ * w + b``; ``c1 = mean(x̂ * w * dy)`` and ``c2 = mean(w * dy)`` over a row;
-``dx = (w * dy - (x̂ * c1 + c2)) * rstd``; ``dw = Σ_rows dy * x̂`` and ``db = Σ_rows dy``.
+Forward: :func:`layer_norm_fwd_kernel` (rows held in registers), :func:`layer_norm_fwd_looped_kernel`
+(wider rows). Backward: :func:`layer_norm_bwd_persistent_kernel` (dx and a dW/dB partial row per program)
+then :func:`partial_sum_kernel` (the partial rows added in a fixed order); wider rows take
+:func:`layer_norm_bwd_dx_looped_kernel` and :func:`layer_norm_bwd_dwdb_kernel`. Every kernel sees ``M``
+rows of ``N`` elements through a row stride and 64-bit offsets; ``COMPUTE`` is float32, or float64 for
+float64 inputs. Symbols as on the pages: ``x̂ = (x - mean) * rstd``, ``y = x̂ * w + b``,
+``c1 = mean(x̂ * w * dy)``, ``c2 = mean(w * dy)``, ``dx = (w * dy - (x̂ * c1 + c2)) * rstd``.
 """
 
 import triton

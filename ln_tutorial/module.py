@@ -9,12 +9,9 @@ from ln_tutorial.function import check_options, layer_norm
 
 
 class LayerNorm(torch.nn.LayerNorm):
-    """:class:`torch.nn.LayerNorm` with the forward and backward of :func:`ln_tutorial.layer_norm`.
-
-    Same constructor, parameters and ``state_dict`` keys as the parent, so a
-    ``torch.nn.LayerNorm`` checkpoint loads as is. ``backward_strategy``
-    (``"deterministic"`` or ``"lock"``) may also be changed after construction.
-    """
+    """:class:`torch.nn.LayerNorm` with the forward and backward of :func:`ln_tutorial.layer_norm`: the
+    parent's constructor, parameters and ``state_dict`` keys (its checkpoints load as they are), and a
+    ``backward_strategy`` (``"deterministic"`` or ``"lock"``) that may be changed after construction."""
 
     def __init__(
         self,

@@ -1,25 +1,13 @@
 """Launch configurations as data: one table per GPU model, a rule for every other GPU.
 
-A table is ``ln_tutorial/data/tuning/<gpu>.json``, ``<gpu>`` being the device name in lower case with
-words joined by ``-`` (``nvidia-h100-80gb-hbm3``). ``tools/tune.py`` writes it from its timings, with the
-evidence beside each entry, which :func:`ln_tutorial.explain` shows for a call. A GPU without a table
-gets :func:`generic_table`, from the model the measured tables follow (those of the H100 and the H200
-agree with it within a factor of two):
-
-* a row is held whole in registers up to 64 KB of input in the forward, 32 KB in the backward (which
-  also holds dW/dB sums): half an SM's 256 KB register file, the same on every NVIDIA GPU since Volta.
-  Wider rows loop, or are shared by programs (the split variant), as are half-precision rows of 12289
-  to 16384 values, which one tile would pad by up to a quarter;
-* short rows are packed into tiles of a few kilobytes: two rows to a forward program up to 8 KB rows,
-  up to four (at most 16 KB) in the backward, which loops over its rows; one row past that;
-* 8 warps spread a tile, 4 for rows of 2 KB and less, 16 for the forward's 64 KB rows: 32 to 128 bytes
-  a thread -- fewer warps leave latency unhidden, more only add reduction overhead;
-* the backward keeps three tiles in flight (software pipelining), but reads its widest rows twice
-  rather than hold them.
-
-``LN_TUTORIAL_TUNING=<name>`` (a table's file name without ``.json``, or ``generic``) picks a table for
-every GPU. Triton's interpreter, which has no GPU, takes the H100 table, so that the CPU tests exercise
-its configurations.
+A table is ``data/tuning/<gpu>.json`` (the device name in lower case, words joined by ``-``), written by
+``tools/tune.py`` with the evidence beside each entry, which :func:`ln_tutorial.explain` shows. Other GPUs
+get :func:`generic_table`, from the model the measured tables follow: rows held whole in registers up to
+64 KB of input in the forward, 32 KB in the backward (half an SM's register file on every NVIDIA GPU
+since Volta), wider ones looped or shared by programs; short rows packed into tiles of a few kilobytes;
+8 warps a tile (4 for rows of 2 KB and less, 16 for the forward's 64 KB rows); three tiles in flight in
+the backward. ``LN_TUTORIAL_TUNING=<name>`` (a table's file name, or ``generic``) picks a table for
+every GPU; the interpreter takes the H100 table, so that the CPU tests exercise its configurations.
 """
 
 import functools

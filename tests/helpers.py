@@ -8,7 +8,7 @@ import sys
 import torch
 
 from conftest import FLOOR
-from ln_tutorial.reference import relative_error
+from ln_tutorial_book.reference import relative_error
 
 
 def assert_as_accurate_as_torch(name, ours, theirs, exact, dtype):
@@ -44,7 +44,7 @@ def check_against_torch(x, normalized_shape, weight=None, bias=None, dy=None, st
     import torch.nn.functional as F
 
     from ln_tutorial import layer_norm
-    from ln_tutorial.reference import layer_norm_reference
+    from ln_tutorial_book.reference import layer_norm_reference
 
     if dy is None:
         dy = torch.randn_like(x)

@@ -12,7 +12,7 @@ from torch.utils._pytree import tree_map
 from conftest import DEVICE
 from helpers import assert_as_accurate_as_torch, leaf
 from ln_tutorial import LayerNorm, layer_norm
-from ln_tutorial.reference import layer_norm_reference
+from ln_tutorial_book.reference import layer_norm_reference
 
 N = 16  # a short row keeps the interpreter quick
 

@@ -9,7 +9,7 @@ from conftest import DEVICE
 from helpers import check_against_torch, leaf
 from ln_tutorial import kernels, _common, dispatch, host, tuning, layer_norm
 from ln_tutorial.variants import cooperative, fast_launch, one_launch, split
-from ln_tutorial.reference import layer_norm_backward_reference
+from ln_tutorial_book.reference import layer_norm_backward_reference
 
 gpu = pytest.mark.gpu
 STRATEGIES = ["deterministic", "lock"]

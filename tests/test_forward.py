@@ -8,7 +8,7 @@ from conftest import DEVICE, ON_GPU
 from helpers import assert_as_accurate_as_torch, check_against_torch, run_without_interpreter
 from ln_tutorial import kernels, _common, dispatch, host, tuning, layer_norm
 from ln_tutorial._common import INTERPRET
-from ln_tutorial.reference import layer_norm_reference
+from ln_tutorial_book.reference import layer_norm_reference
 from ln_tutorial.variants import fast_launch
 
 DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]

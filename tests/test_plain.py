@@ -13,7 +13,7 @@ import torch
 from conftest import ON_GPU
 from helpers import assert_as_accurate_as_torch
 from ln_tutorial_book import plain
-from ln_tutorial.reference import layer_norm_backward_reference, layer_norm_reference
+from ln_tutorial_book.reference import layer_norm_backward_reference, layer_norm_reference
 
 PLAIN = Path(plain.__file__)
 SHAPES = [(37, 300), (2, 3, 64)] + ([(4096, 3000), (300, 16384)] if ON_GPU else [])  # N = 1: its own test

@@ -3,19 +3,19 @@ measurement showed a gain above the noise of an A/B run on the H100 (5 %: two re
 code differ by up to that much); each module says what it **takes**, what it **gains** and what
 runs **else**. :mod:`ln_tutorial.dispatch` alone decides which one a call takes.
 
-=====================  ================================================  ===================================
-variant                takes                                             gains (H100, measured)
-=====================  ================================================  ===================================
-:mod:`.fast_launch`    eager launches on a GPU                           host time per launch
-:mod:`.native`         eager calls with contiguous rows: the forward's   host time per call and per
-                       launch and the backward as an autograd node (C++) training step
-:mod:`.one_launch`     backward, inputs up to 64 MB: dW/dB added up by   one launch instead of two
-                       the same programs after a grid-wide barrier
-:mod:`.split`          backward, rows past the register budget: each     1.45x (half precision) to 2x
-                       row shared by programs that trade row sums        (float32) the looped kernels
-:mod:`.two_tiles`      forward, half-precision rows a power of two       up to 11 % at 4608 columns
-                       pads by a quarter or more (Gluon)
-=====================  ================================================  ===================================
+=====================  ==============================================  ============================
+variant                takes                                           gains (H100, measured)
+=====================  ==============================================  ============================
+:mod:`.fast_launch`    eager launches on a GPU                         host time per launch
+:mod:`.native`         eager calls with contiguous rows, in C++: the   host time per call and per
+                       forward's launch, the backward's autograd node  training step
+:mod:`.one_launch`     backward, inputs up to 64 MB: dW/dB added up    one launch instead of two
+                       by the same programs after a grid barrier
+:mod:`.split`          backward, rows past the register budget, each   1.45x (half precision) to 2x
+                       shared by programs that trade row sums          (float32) the looped kernels
+:mod:`.two_tiles`      forward, half-precision rows that a power of    up to 11 % at 4608 columns
+                       two pads by a quarter or more (Gluon)
+=====================  ==============================================  ============================
 
 :mod:`.cooperative` holds what the one-launch and shared-row kernels share (a grid barrier, the
 record of refused launches).

@@ -1,11 +1,7 @@
-"""What the cooperative variants share (:mod:`.one_launch`, :mod:`.split`): a grid-wide barrier, the
-tile of the dW/dB sums added after it, and the record of launches the driver refused.
-
-A program waiting at a barrier keeps its SM slot, so every program of the grid
-must be resident at once: a cooperative launch, which the driver refuses
-when the GPU cannot hold the grid (more programs than fit, or a share of the
-GPU taken). The interpreter runs programs one after another: it never takes
-these variants' barriers.
+"""What :mod:`.one_launch` and :mod:`.split` share: a grid-wide barrier, the tile of the dW/dB sums
+added after it, and the launches the driver refused. A program waiting at a barrier keeps its SM
+slot, so all programs must be resident at once: a cooperative launch, which the driver refuses when
+the GPU cannot hold the grid (a share of it taken, say). The interpreter never runs these barriers.
 """
 
 import torch
@@ -44,11 +40,8 @@ def reduce_blocks(n: int, sets: int, programs: int, partial_rows: int, num_warps
 
 @cache
 def grid_barrier_state(device: int, stream: int) -> torch.Tensor:
-    """The state of :func:`grid_barrier` for launches on one stream of one GPU.
-
-    Launches on a stream run one after another, so they can share it; each
-    leaves it ready for the next. Zeroed once, here.
-    """
+    """The state of :func:`grid_barrier` for the launches on one stream (they run one after another,
+    each leaving it ready for the next): zeroed once, here."""
     return torch.zeros(2, dtype=torch.int32, device=device)
 
 

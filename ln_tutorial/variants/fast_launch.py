@@ -1,15 +1,9 @@
 """Variant: launch a compiled Triton kernel without Triton's per-call dispatch.
 
-**Takes** eager launches on a GPU with the variants on, while no launch hook
-(a profiler, say) is installed. **Gains** host time per call: ``kernel[grid](...)``
-binds and specializes each argument, hashes and looks up its cache in Python
-on every call, which on the H100 costs more host time than a small layer norm
-costs the GPU (the performance page measures it). **Else**
-:func:`ln_tutorial.host.run_triton`.
-
-Compiled kernels are kept by exactly the properties Triton specializes on, and
-Triton's compiled launcher is called directly. The C++ node
-(:mod:`.native`) launches the same compiled kernels (:func:`compiled_entry`).
+**Takes** eager launches on a GPU while no launch hook is installed. **Gains** host time per call:
+``kernel[grid](...)`` binds, specializes and hashes every argument in Python, which costs more than a
+small layer norm costs the GPU; here the compiled launcher is called directly (the C++ node launches the
+same compiled kernels). **Else** :func:`ln_tutorial.host.run_triton`.
 """
 
 from typing import Tuple
@@ -19,18 +13,14 @@ import triton
 
 from ln_tutorial.host import KernelCall
 
-#: (call, device, *specialization) -> entry. Never dropped: the C++ node launches kernels by handles
-#: that live as long as their compiled kernel. Bounded by the configurations a program uses (the
-#: specialization has a few values per configuration).
+#: (call, device, *specialization) -> entry. Never dropped: the C++ node holds handles that live as
+#: long as their compiled kernel; a configuration has a few specializations.
 _compiled: dict = {}
 
 
 def hooks_installed() -> bool:
-    """True while a launch hook is installed: it needs Triton's own launch path.
-
-    Triton 3.x keeps the hooks in a ``HookChain`` that is never None; it is
-    empty unless someone added a hook.
-    """
+    """True while a launch hook is installed (it needs Triton's own launch). Triton 3.x keeps the
+    hooks in a ``HookChain`` that is never None, empty unless someone added a hook."""
     hook = triton.knobs.runtime.launch_enter_hook
     return hook is not None and bool(getattr(hook, "calls", True))
 
@@ -46,9 +36,8 @@ def run(call: KernelCall, grid: tuple, args: dict) -> None:
             return run(call, grid, args)
     entry, addresses = compiled_entry(call, values, device)
     compiled_run, function, packed_metadata, constexprs, _, _ = entry
-    # The arguments Triton's own launch passes: grid, stream (torch's raw getter,
-    # as Triton uses), function, metadata, launch metadata and the enter/exit
-    # hooks (none installed), then the kernel's, tensors as addresses.
+    # As Triton's own launch: grid, stream, function, metadata, launch metadata, enter/exit hooks (none),
+    # then the kernel's arguments, tensors as addresses.
     compiled_run(
         grid[0], grid[1] if len(grid) > 1 else 1, 1, torch._C._cuda_getCurrentRawStream(device), function,
         packed_metadata, None, None, None, *addresses, *constexprs,
@@ -56,14 +45,10 @@ def run(call: KernelCall, grid: tuple, args: dict) -> None:
 
 
 def compiled_entry(call: KernelCall, values: list, device: int) -> Tuple[tuple, list]:
-    """The compiled kernel for these argument values (compiled now if new), and the values as it takes them.
-
-    The entry: Triton's compiled launcher, the kernel's handle, its packed
-    metadata (warps, CTAs, shared memory), the compile-time arguments' values,
-    :func:`argument_kinds`, and the compiled kernel itself, which unloads its
-    module (and so invalidates the handle) when it is freed.
-    ``device`` is the current CUDA device.
-    """
+    """The compiled kernel for these values on the current device ``device`` (compiled now if new),
+    and the values as it takes them. The entry: Triton's compiled launcher, the kernel's handle, its
+    packed metadata (warps, CTAs, shared memory), the constants' values, :func:`argument_kinds`, and
+    the compiled kernel, which unloads its module (invalidating the handle) when it is freed."""
     specialization, addresses = _specialize(values, device)
     key = (call, device, *specialization)
     entry = _compiled.get(key)
@@ -78,17 +63,10 @@ def compiled_entry(call: KernelCall, values: list, device: int) -> Tuple[tuple, 
 
 
 def _specialize(values: list, device: int) -> Tuple[list, list]:
-    """What Triton specializes the arguments on, and the arguments as its compiled launcher takes them.
-
-    Tensors are passed as their addresses (Triton's launcher would call each
-    tensor's ``data_ptr`` and ask the driver whether it is device memory, on
-    every launch); here every tensor must be on GPU ``device``.
-
-    What Triton specializes on (see triton.runtime.jit): an int above 1,
-    whether it is a multiple of 16 and fits in 32 bits (0 and 1 become
-    constants, so they count by value); None and floats, their value; a tensor,
-    its dtype and whether its address is 16-byte aligned.
-    """
+    """What Triton specializes the arguments on (triton.runtime.jit: an int above 1, whether it is a
+    multiple of 16 and fits in 32 bits, 0 and 1 by value; None and floats by value; a tensor, its dtype
+    and 16-byte alignment), and the arguments as its launcher takes them: tensors as addresses, all on
+    GPU ``device`` (Triton's launcher would ask the driver about each pointer on every launch)."""
     key, addresses = [], []
     for a in values:
         if a.__class__ is int:
@@ -108,13 +86,9 @@ def _specialize(values: list, device: int) -> Tuple[list, list]:
 
 
 def argument_kinds(compiled, count: int) -> str:
-    """How a compiled kernel takes its first ``count`` arguments, for launches made without Triton.
-
-    One letter each: ``p`` a pointer, ``i`` an int32, ``l`` an int64, ``f`` a
-    float32, ``c`` a compile-time constant (not passed), ``?`` anything else.
-    The C++ node lays out its parameters by it; it passes no scratch memory,
-    so a kernel that needs some is all ``?``.
-    """
+    """How a compiled kernel takes its first ``count`` arguments, one letter each: ``p`` pointer,
+    ``i`` int32, ``l`` int64, ``f`` float32, ``c`` constant (not passed), ``?`` anything else. The C++
+    node lays out its parameters by it; it passes no scratch memory, so such a kernel is all ``?``."""
     if compiled.metadata.global_scratch_size or compiled.metadata.profile_scratch_size:
         return "?" * count
     letters = {"i32": "i", "i64": "l", "fp32": "f", "constexpr": "c"}

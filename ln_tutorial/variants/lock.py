@@ -1,10 +1,8 @@
 """The Triton tutorial's backward, ``backward_strategy="lock"``: kept for comparison, never chosen for you.
 
-One row per program; each program adds its row's ``dy * x̂`` and ``dy`` into one of ``GROUP_SIZE_M``
-partial buffers under a spin lock, and a second kernel adds up the buffers. The order in which programs
-take a lock varies from run to run, so the gradients' last bits do too; the default backward is
-deterministic and, on the H100, faster at every recorded shape (the benchmark's ``ln_tutorial-lock``
-rows). Rows must fit in registers (64 KB).
+Each program adds its row's ``dy * x̂`` and ``dy`` into one of ``GROUP_SIZE_M`` buffers under a spin lock;
+the order of the programs varies from run to run, and so do the gradients' last bits. The default
+backward is deterministic and faster at every recorded shape. Rows must fit in registers (64 KB).
 """
 
 import torch

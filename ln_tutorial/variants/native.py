@@ -1,26 +1,16 @@
 """Variant: the common call's host side in C++ (``csrc/layer_norm.cpp``): the forward's launch and
 the backward as an autograd node.
 
-**Takes** eager calls on a GPU with the variants on and the deterministic
-backward, whose input has contiguous rows (cast to float32 first under
-autocast, as torch casts it); the C++ code itself declines the rest (its
-header comment lists its rules), and they take the Python path. The node
-launches the backward itself where rows are held in registers (by one program
-or shared by several) and a weight or bias is given, and hands the others to
-the Python backward. **Gains** host time per call, which decides the time of
-small layer norms and of a training step (the performance page measures
-both). **Else** the Python path of :mod:`ln_tutorial.dispatch`, with the same
-results bit for bit.
+**Takes** eager deterministic calls on a GPU whose input has contiguous rows; the C++ code declines
+the rest (its header comment lists its rules). Its node launches the backward of rows held in
+registers (by one program or shared by several) with a weight or bias, and hands the others to the
+Python backward. What it launches for a new kind of call is asked of ``dispatch.cpp_forward_plan``
+once. **Gains** host time per call, which decides small layer norms and training steps (the
+performance page measures both). **Else** the Python path, with the same results bit for bit.
 
-What the C++ code launches for a new kind of call is asked of Python once
-(``dispatch.cpp_forward_plan``), so the choice of kernels stays in one place.
-
-The extension is compiled with :func:`torch.utils.cpp_extension.load` the
-first time it is needed, which prints one line to say so (about 35 s on the
-H100 machines; then cached in ``~/.cache/torch_extensions``); ``python -m
-ln_tutorial`` builds it ahead. Without a C++
-compiler and ninja, a warning says so and every call stays in Python.
-``LN_TUTORIAL_NATIVE=0`` turns it off.
+The extension is compiled on first need, which prints one line (about 25 s on the H100 machines,
+then cached in ``~/.cache/torch_extensions``); ``python -m ln_tutorial`` builds it ahead. Without a
+C++ compiler and ninja a warning says so and calls stay in Python. ``LN_TUTORIAL_NATIVE=0`` turns it off.
 """
 
 import os
@@ -64,7 +54,7 @@ def build():
 
     cached = any(Path(_get_build_directory(NAME, verbose=False)).glob(f"{NAME}*.so"))
     if not cached:
-        print(f"ln_tutorial: compiling its C++ extension ({SOURCE.name}) once, about 35 s; cached afterwards",
+        print(f"ln_tutorial: compiling its C++ extension ({SOURCE.name}) once (about 25 s); cached afterwards",
               file=sys.stderr, flush=True)  # fmt: skip
     start = time.perf_counter()
     try:

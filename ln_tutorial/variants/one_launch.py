@@ -1,12 +1,9 @@
 """Variant: the deterministic backward in one launch, for inputs up to 64 MB.
 
-**Takes** the backward of rows held in registers (the persistent kernel's), with a weight or a bias, up
-to ``MAX_BYTES`` of input, on a GPU. **Gains** the second launch: the persistent programs meet at a
-grid-wide barrier and add up the dW/dB partial rows themselves, so the GPU does not wait for the host
-to launch again, and the C++ node (:mod:`.native`) makes one launch instead of two. Past 64 MB the GPU
-is the bottleneck, and two launches measured 1-3 % faster end to end. **Else**
-:func:`ln_tutorial.kernels.partial_sum_kernel` in a second launch, as when the driver refuses the
-cooperative launch (see :mod:`.cooperative`).
+**Takes** the persistent kernel's backward with a weight or bias, up to ``MAX_BYTES`` of input, on a GPU.
+**Gains** the second launch: the programs meet at a grid-wide barrier and add up the dW/dB partial rows
+themselves, so the GPU never waits for the host (past 64 MB two launches measured 1-3 % faster). **Else**
+:func:`ln_tutorial.kernels.partial_sum_kernel` in a second launch, also when the driver refuses the grid.
 """
 
 import torch

@@ -1,16 +1,11 @@
 """Variant: the backward of rows past the register budget, each row shared by programs.
 
-**Takes** rows wider than 32 KB of input (16384 half-precision or 8192 float32 values), and
-half-precision rows of 12289 to 16384 values, on a GPU whose SMs can hold every program at once.
-**Gains** about 1.45x the looped default kernels in half precision and 2x in float32 at 8192 x 16384
-on the H100: each row is read once instead of twice. **Else**
-:func:`ln_tutorial.kernels.layer_norm_bwd_dx_looped_kernel` and
-:func:`ln_tutorial.kernels.layer_norm_bwd_dwdb_kernel`.
-
-``cdiv(N, BLOCK_N)`` programs share each row and trade their parts of the row sums c1 and c2 through
-global memory; they wait for each other, so they must all be resident: a cooperative launch. The
-interpreter runs programs one at a time, so there each row has a single part and dW/dB take a second
-launch.
+**Takes** rows wider than 32 KB of input, and half-precision rows of 12289 to 16384 values, on a GPU
+whose SMs can hold every program at once. **Gains** about 1.45x (half precision) and 2x (float32) the
+looped default kernels at 8192 x 16384 on the H100: each row is read once instead of twice. **Else**
+the looped kernels. ``cdiv(N, BLOCK_N)`` programs share each row and trade their parts of the row sums
+through global memory, waiting for each other: a cooperative launch. In the interpreter, which runs
+programs one at a time, each row has a single part and dW/dB take a second launch.
 """
 
 import torch
@@ -68,14 +63,10 @@ def run(plan: BackwardPlan, args: dict, params: list, device: int, cfg, launch: 
 
 
 def records_block(parts: int, cfg) -> int:
-    """Width of the tile of records a program polls: every part of a row, and at least one record per
-    thread.
-
-    Triton assumes that threads holding copies of an element hold the same value, and reduces one copy
-    only. Values polled while others write them break that: the copy whose "written" flags were checked
-    need not be the copy summed (Triton 3.9, 64 parts of 8 warps, summed a part read too early). With
-    one record per thread there are no copies: every value summed is a value checked.
-    """
+    """Width of the tile of records a program polls: every part of a row, at least one record a thread.
+    Triton assumes copies of an element in several threads hold the same value and sums one copy; polled
+    values break that (the copy whose flags were checked need not be the one summed: Triton 3.9 added a
+    part read too early). With one record a thread, every value summed is a value checked."""
     return max(next_power_of_2(parts), 32 * cfg.num_warps // cfg.block_m)
 
 
@@ -94,14 +85,9 @@ _states: dict = {}  # (device, stream) -> (barrier, records, launches), least re
 
 
 def records_state(device: int, stream: int, size: int):
-    """The one-launch split kernel's barrier and records for launches on one stream of one GPU.
-
-    Launches on a stream run one after another, so they can share them. Records are tagged with the
-    barrier's generation (see the kernel), so they are zeroed only when they grow, and again every
-    ``RECORDS_LIFETIME`` launches; the barrier leaves itself ready for the next launch. Past
-    ``CACHE_SIZE`` streams the least recently used one starts again from zeroed tensors; its old ones
-    are freed to that stream, after its launches.
-    """
+    """The barrier and records of one-launch split kernels on one stream (whose launches run one after
+    another). Records are tagged with the barrier's generation, so they are zeroed only when they grow and
+    every ``RECORDS_LIFETIME`` launches; past ``CACHE_SIZE`` streams the least recently used starts again."""
     barrier, records, launches = _states.pop((device, stream), (None, None, 0))
     if barrier is None:
         barrier = torch.zeros(2, dtype=torch.int32, device=device)

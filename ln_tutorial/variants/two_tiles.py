@@ -1,13 +1,9 @@
 """Variant: the forward of padded half-precision rows as two tiles, in Gluon.
 
-**Takes** float16/bfloat16 rows that a power-of-two tile pads by a quarter or more, 4097 to 12287 values
-(16 and 32 KB padded tiles: the tuning table's ``forward_padded`` entries with ``two_tiles``), on a GPU
-with Triton 3.6 or later. **Gains** up to 11 % over the default kernel's padded tile at 4608 columns
-(H100, 4096 rows); level at 6144 and 6656. **Else** :func:`ln_tutorial.kernels.layer_norm_fwd_kernel`
-(Triton's interpreter cannot run Gluon, so the CPU tests run the default kernel for these rows).
-
-Gluon is Triton's lower-level dialect: the kernel chooses its own data layouts, so its warps trade the
-row statistics once instead of twice.
+**Takes** float16/bfloat16 rows of 4097 to 12287 values that a power-of-two tile pads by a quarter or more
+(the ``forward_padded`` entries with ``two_tiles``), on a GPU. **Gains** up to 11 % over the padded tile at
+4608 columns (H100, 4096 rows). **Else** :func:`ln_tutorial.kernels.layer_norm_fwd_kernel`. In Gluon the
+kernel chooses its own layouts, so its warps trade the row statistics once instead of twice.
 """
 
 from triton.experimental import gluon

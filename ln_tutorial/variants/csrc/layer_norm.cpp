@@ -1,25 +1,15 @@
-// ln_tutorial's common call in C++: the forward's launch, and the backward as an autograd node.
-//
-// At small sizes a layer norm costs the GPU a few microseconds and the host, in Python, several times
-// as many: checks, allocations, the launch's arguments, autograd's bookkeeping (docs/performance.md). So:
-//
-// * forward() takes the common call -- a CUDA tensor with contiguous rows, float32 or same-dtype
-//   parameters, no tensor subclass; under autocast, half-precision tensors cast to float32 first, as
-//   torch casts them -- allocates y and the row statistics, launches the compiled forward kernel and,
-//   when a gradient will be needed, gives y the node below. Any other call gets None and takes the
-//   Python path, which handles (and checks) every case. What to launch for a new kind of call (shape,
-//   dtypes, device, stream) is asked of Python once (ln_tutorial.dispatch.cpp_forward_plan) and kept.
-// * LayerNormBackward does what the Python backward does for rows held in registers, by one program or
-//   shared by several (a weight or bias, the deterministic strategy): allocates dx, the dW/dB partial
-//   rows and dW/dB, and launches the compiled kernels (one, or two past one_launch.MAX_BYTES). Anything
-//   else (the looped kernels, no weight or bias, double backward, a non-contiguous or misaligned
-//   gradient, another stream, a grid the driver refuses) goes to the Python backward.
-//
-// Kernel parameters are laid out as Triton's launcher lays them out: the arguments that are not
-// compile-time constants, in the kernel's order (its signature, read by Python: each Kernel knows which
-// name each of its arguments has, and a launch's values are stored by name, in the lists below), then
-// the global and profile scratch pointers (both null: ln_tutorial.variants.native checks that the
-// kernels need neither).
+// ln_tutorial's common call in C++: the forward's launch, and the backward as an autograd node, because
+// at small sizes Python's checks, allocations and launch arguments cost more than the kernels.
+// * forward() takes a CUDA tensor with contiguous rows, float32 or same-dtype parameters, no subclass
+//   (under autocast, half-precision tensors cast to float32 first, as torch does); any other call gets
+//   None and takes the Python path. What to launch for a new kind of call is asked of Python once
+//   (ln_tutorial.dispatch.cpp_forward_plan) and kept.
+// * LayerNormBackward launches the backward of rows held in registers (a weight or bias); anything else
+//   (looped kernels, no parameters, double backward, an odd gradient, another stream, a refused grid)
+//   goes to the Python backward.
+// Parameters are laid out as Triton's launcher lays them out: the non-constant arguments in the
+// kernel's order (each Kernel knows each argument's name; values are stored by name, in the lists
+// below), then null global and profile scratch pointers (Python checks that the kernels need neither).
 #include <torch/extension.h>
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/autograd/function.h>
