@@ -36,6 +36,7 @@ import triton.language as tl
 
 import ln_tutorial
 from ln_tutorial import _common, dispatch, host, tuning
+from ln_tutorial._common import cache
 from ln_tutorial_book import plain
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")

@@ -173,7 +173,7 @@ def layer_norm_forward(
     eps: float,
     cfg: ForwardConfig,
     call: KernelCall,
-    run: Run = run_triton,
+    run: Run,
 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Normalize the rows of ``x`` (M, N) with ``call`` in configuration ``cfg``; return ``y`` (M, N),
     ``mean`` and ``rstd`` (M,)."""
