@@ -69,8 +69,8 @@ SETS = {
 }
 SET_DTYPES = {"tutorial": torch.float16, "llm": torch.bfloat16, "small": torch.float16}
 ELEMENTS_MOVED = {"forward": 2, "backward": 3}  # per element of x, in units of its size
-#: The noise rule of every page: two medians of GPU time less than this far apart (relative)
-#: are a tie. Two interleaved recordings of the same code on the H100 differ by up to 5 %.
+#: The noise rule of every page, two medians of GPU time less than this far apart (relative)
+#: being a tie. Two interleaved recordings of the same code on the H100 differ by up to 5 %.
 NOISE = 0.05
 #: How far (relative, at the median) ``--compare`` lets a new run stray from a recorded one before
 #: it lists the point: the noise in GPU time, 2x in host-included time (which follows the host's

@@ -16,7 +16,7 @@ class Refused(RuntimeError):
     """The driver refused a cooperative launch: more programs than the GPU can hold at once."""
 
 
-#: (device, configuration) whose cooperative launch the driver refused: not tried again.
+#: The (device, configuration) pairs whose cooperative launch the driver refused, never tried again.
 refused: set = set()
 
 

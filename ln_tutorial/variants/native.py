@@ -32,7 +32,7 @@ ENABLED = os.environ.get("LN_TUTORIAL_NATIVE", "1") != "0" and not INTERPRET
 NAME = "ln_tutorial_native"
 SOURCE = Path(__file__).parent / "csrc" / "layer_norm.cpp"
 
-#: (python_backward, forward_plan): the functions the extension calls back, given by the dispatcher.
+#: The functions the extension calls back (python_backward, forward_plan), given by the dispatcher.
 python_side = None
 _extension = None  # the compiled module, or False after a failed build
 _build_lock = threading.Lock()
