@@ -323,6 +323,8 @@ def test_the_committed_record_is_a_complete_gpu_run(record):
         page = (record / f"{stem}.rst").read_text(encoding="utf-8")
         for image in re.findall(r"/tutorials/(images/\S+\.png)", page):
             assert (record / image).is_file(), f"{stem}: {image} is not recorded"
-        assert "No CUDA GPU found" not in page
+        outputs = re.findall(r"\.\. rst-class:: sphx-glr-script-out\n\n(?:[ \t]+.*\n|\n)+", page)
+        assert outputs, f"{stem}: no recorded output"
+        assert not any("No CUDA GPU found" in out for out in outputs), f"{stem}: an interpreter run's output"
     size = sum(p.stat().st_size for p in record.rglob("*") if p.is_file())
     assert size < 4 * 2**20, f"{record.name}: {size / 2**20:.1f} MiB"
