@@ -7,7 +7,11 @@ import re
 import pytest
 import torch
 
+from ln_tutorial._common import INTERPRET
 from ln_tutorial_book import bench
+
+#: Providers timed on CPU tensors: their Triton kernels run only through the interpreter.
+on_the_interpreter = pytest.mark.skipif(not INTERPRET, reason="CPU tensors reach Triton kernels only through the interpreter")
 
 
 def _rows(provider="ln_tutorial", mode="forward", scale=1.0, commit="abc1234"):
@@ -155,6 +159,7 @@ def test_measure_runs_on_the_cpu_through_the_interpreter(monkeypatch):
         assert 0 < r["host_us_p20"] <= r["host_us_p50"] <= r["host_us_p80"]
 
 
+@on_the_interpreter
 def test_the_taught_kernels_and_the_lock_backward_are_providers(monkeypatch):
     """``plain`` (pages 1 and 2) in both directions, up to its 32 KB rows; the lock backward in the
     backward only; the copy allocates its output like the others."""
@@ -172,6 +177,7 @@ def test_the_taught_kernels_and_the_lock_backward_are_providers(monkeypatch):
     ]  # fmt: skip
 
 
+@on_the_interpreter
 def test_the_providers_agree_with_torch_on_the_cpu():
     """What the benchmark page says of the providers it can run without a GPU: each one, called as
     the benchmark calls it, gives torch's output and gradients."""
