@@ -1,13 +1,20 @@
 """Shared test set-up: pick the device, and the Triton interpreter when there is no GPU.
 
 ``TRITON_INTERPRET`` must be set before ``ln_tutorial`` (and so its kernels) is
-imported, which is why it happens here, at collection time.
+imported, which is why it happens here, at collection time. The tests are split by
+what they test: ``package/`` (the library and its tools), ``pages/`` (the book's
+code, pages, translations and set-up) and ``site/`` (the built site in a browser);
+``helpers.py`` and this module, shared by all, are importable from each.
 """
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
 import torch
+
+sys.path.insert(0, str(Path(__file__).parent))  # helpers.py and this module, from the subfolders
 
 ON_GPU = torch.cuda.is_available()
 if not ON_GPU:

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import ON_GPU
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TOOLS = sorted(p.name for p in (ROOT / "tools").glob("*.py"))
 TINY_RUNS = {
     "tune.py": ["--mode", "forward", "--shapes", "float32:4x512", "--table", "table.json"],

@@ -29,7 +29,7 @@ from helpers import load_module
 pytest.importorskip("sphinx_gallery")
 babel = pytest.importorskip("babel")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 recorded = load_module("ln_recorded", DOCS / "_ext" / "ln_recorded.py")
 build = load_module("ln_docs_build_recorded", DOCS / "build.py")

@@ -40,7 +40,7 @@ pytest.importorskip("babel")
 
 from babel.messages.pofile import read_po  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 LOCALE = DOCS / "locale"
 LANGS = sorted(p.name for p in LOCALE.iterdir() if (p / "LC_MESSAGES").is_dir()) if LOCALE.is_dir() else []

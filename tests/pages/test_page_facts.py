@@ -20,7 +20,7 @@ from ln_tutorial import _common, dispatch, host, tuning
 from ln_tutorial_book import bench, plain
 from ln_tutorial.variants import lock, one_launch
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 DOCS = EXAMPLES.parent / "docs"
 
 # The table the advanced pages print (tuning.load), as the pages read it.

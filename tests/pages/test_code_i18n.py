@@ -18,7 +18,7 @@ read_po = pytest.importorskip("babel.messages.pofile").read_po  # the docs extra
 from helpers import load_module
 from test_terms import english_words  # the glossary's allow-list of English words
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LOCALE = ROOT / "docs" / "locale"
 LANGS = sorted(p.parent.name for p in LOCALE.glob("*/code"))
 ln_gallery = load_module("ln_gallery", ROOT / "docs" / "_ext" / "ln_gallery.py")
@@ -150,7 +150,7 @@ def test_the_translated_standalone_script_runs_on_its_own(lang, tmp_path):
 @pytest.mark.parametrize("lang", [p.parent.name for p in LOCALE.glob("*/LC_MESSAGES")])
 @pytest.mark.parametrize("name", ["04_forward_advanced", "05_backward_advanced"])
 def test_advanced_page_downloads_translate_completely(lang, name):
-    """As tests/test_i18n.py checks for the core pages: every message of the page's catalog reaches its script."""
+    """As tests/pages/test_i18n.py checks for the core pages: every message of the page's catalog reaches its script."""
     downloads = load_module("ln_i18n_downloads", ROOT / "docs" / "_ext" / "ln_i18n_downloads.py")
     script = ln_gallery.expand_text((ROOT / "examples" / f"{name}.py").read_text(encoding="utf-8"))
     catalog = downloads.load_catalog(LOCALE / lang / "LC_MESSAGES" / "tutorials" / f"{name}.po")

@@ -42,7 +42,7 @@ pytest.importorskip("babel")
 from babel.messages.pofile import read_po  # noqa: E402
 from docutils.utils import punctuation_chars  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 GLOSSARY = yaml.safe_load((DOCS / "glossary.yaml").read_text(encoding="utf-8"))
 TERMS = GLOSSARY["terms"]
@@ -230,7 +230,7 @@ def punctuation(messages=None) -> list[str]:
     found = []
     for name, msgid, msgstr in _real("punctuation") if messages is None else messages:
         if name.startswith("docs/locale/zh_CN/code/"):
-            continue  # code: tests/test_code_i18n.py
+            continue  # code: tests/pages/test_code_i18n.py
         if not CJK.search(msgstr):
             continue
         text = prose(msgstr)
@@ -417,7 +417,7 @@ CHECKS = {f.__name__: f for f in (banned_renderings, renderings_missing, punctua
 def test_pending_catalogs_still_need_work(catalog, rule):
     """An exemption in PENDING lasts as long as the catalog fails the rule: then remove it."""
     found = CHECKS[rule]([m for m in MESSAGES + CODE_MESSAGES if m[0] == catalog])
-    assert found, f"{catalog} passes {rule} now: remove it from PENDING in tests/test_terms.py"
+    assert found, f"{catalog} passes {rule} now: remove it from PENDING in tests/pages/test_terms.py"
 
 
 # The checks on planted mistakes in real text: a real message of the catalogs, copied and

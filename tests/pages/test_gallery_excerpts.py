@@ -14,7 +14,7 @@ import pytest
 
 from helpers import load_module
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("[0-9][0-9]_*.py"))
 
 ln_gallery = load_module("ln_gallery", ROOT / "docs" / "_ext" / "ln_gallery.py")

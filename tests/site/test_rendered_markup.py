@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SITE = Path(os.environ.get("LN_TUTORIAL_SITE_DIR", ROOT / "docs" / "_build" / "html"))
 IN_CI = os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
 EDITIONS = ["en", "zh_CN"]

@@ -10,7 +10,7 @@
 * The configuration, templates and static files request nothing from other
   sites, and the root page written by ``docs/build.py`` links every edition.
 
-The built site itself is checked in a browser by ``tests/test_site.py``.
+The built site itself is checked in a browser by ``tests/site/test_site.py``.
 """
 
 import ast
@@ -22,7 +22,7 @@ import pytest
 
 from helpers import load_module
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 EXAMPLES = sorted((ROOT / "examples").glob("[0-9][0-9]_*.py"))
 

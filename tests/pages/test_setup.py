@@ -27,7 +27,7 @@ import pytest
 
 from helpers import load_module
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 build = load_module("ln_docs_build_setup", ROOT / "docs" / "build.py")
 

@@ -53,7 +53,7 @@ import pytest
 
 pytestmark = pytest.mark.site
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SITE = Path(os.environ.get("LN_TUTORIAL_SITE_DIR", ROOT / "docs" / "_build" / "html"))
 SCREENSHOTS = SITE.parent / "screenshots"  # docs/_build/screenshots/, git-ignored
 ARTIFACTS = SITE.parent / "site-tests"  # the executed notebooks and the script's output
