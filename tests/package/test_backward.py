@@ -95,7 +95,7 @@ def test_wide_rows_on_every_backward_path(dtype, n, m, path, monkeypatch):
     "config",
     [
         None,  # the table's choice: the persistent kernel
-        tuning.BackwardConfig(True, 2, 32, 1, 1, 2),  # forced wide-row kernels, loop step 32
+        tuning.BackwardConfig(looped=True, block_m=2, block_n=32, num_warps=1, programs_per_sm=1, num_stages=2),  # forced wide-row kernels, loop step 32
     ],
     ids=["persistent", "looped"],
 )
@@ -132,7 +132,7 @@ def test_forced_looped_backward_kernels():
     m, n = 6, 100
     x, dy, weight, bias, mean, rstd = _backward_inputs(m, n)
     for num_stages in (1, 2):
-        cfg = tuning.BackwardConfig(True, 2, 32, 1, 1, num_stages)
+        cfg = tuning.BackwardConfig(looped=True, block_m=2, block_n=32, num_warps=1, programs_per_sm=1, num_stages=num_stages)
         dx, dw, db = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
         for name, ours, exact in zip(("dx", "dw", "db"), (dx, dw, db), layer_norm_backward_reference(dy, x, weight)):
             torch.testing.assert_close(ours.double(), exact, atol=1e-5, rtol=1e-5, msg=name)
@@ -154,7 +154,7 @@ def test_persistent_backward_pipelining(num_stages, reload, tail_n):
     sms = _common.sm_count(torch.empty(0, device=DEVICE).get_device())
     m, n = 3 * 2 * sms + 1, 40
     x, dy, weight, bias, mean, rstd = _backward_inputs(m, n)
-    cfg = tuning.BackwardConfig(False, 2, 32 if tail_n else 64, 4, 1, num_stages, reload, tail_n=tail_n)
+    cfg = tuning.BackwardConfig(looped=False, block_m=2, block_n=32 if tail_n else 64, num_warps=4, programs_per_sm=1, num_stages=num_stages, reload=reload, tail_n=tail_n)
     dx, dw, db = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
     for name, ours, exact in zip(("dx", "dw", "db"), (dx, dw, db), layer_norm_backward_reference(dy, x, weight)):
         torch.testing.assert_close(ours.double(), exact, atol=1e-4, rtol=1e-5, msg=name)
@@ -199,7 +199,7 @@ def test_split_backward(block_m, per_sm, which):
     m, n = 5 * sms * per_sm + 1, 100
     x, dy, weight, bias, mean, rstd = _backward_inputs(m, n)
     weight, bias = {"weight and bias": (weight, bias), "weight only": (weight, None), "neither": (None, None)}[which]
-    cfg = tuning.BackwardConfig(False, block_m, 32, 1, per_sm, split=True)
+    cfg = tuning.BackwardConfig(looped=False, block_m=block_m, block_n=32, num_warps=1, programs_per_sm=per_sm, split=True)
     first = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
     second = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
     exact = layer_norm_backward_reference(dy, x, weight)
@@ -290,7 +290,7 @@ def test_refused_cooperative_launch_falls_back_to_two_launches():
     """More programs than the GPU holds at once: the driver refuses the cooperative launch,
     and the backward takes two launches instead, now and for later calls."""
     m, n = 8192, 1024
-    cfg = tuning.BackwardConfig(False, 1, n, 4, 64, 1)  # 64 programs per SM: more than fit
+    cfg = tuning.BackwardConfig(looped=False, block_m=1, block_n=n, num_warps=4, programs_per_sm=64, num_stages=1)  # 64 programs per SM: more than fit
     x, dy, weight, bias, mean, rstd = _backward_inputs(m, n)
     got = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd, config=cfg)
     assert (x.get_device(), cfg) in cooperative.refused

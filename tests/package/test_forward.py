@@ -150,9 +150,9 @@ def test_looped_forward_reads_only_the_row():
 def test_padded_short_rows_take_their_own_configuration():
     """Half-precision rows of 1025 to 1792 values take one row per program; 2048-value rows,
     and float32 rows of the same bytes, keep the table's entry (the performance page)."""
-    assert dispatch.forward_config(1025, 2) == dispatch.forward_config(1792, 2) == tuning.ForwardConfig(False, 1, 2048, 4)
-    assert dispatch.forward_config(1793, 2) == dispatch.forward_config(2048, 2) == tuning.ForwardConfig(False, 2, 2048, 8)
-    assert dispatch.forward_config(1024, 4) == tuning.ForwardConfig(False, 2, 1024, 8)
+    assert dispatch.forward_config(1025, 2) == dispatch.forward_config(1792, 2) == tuning.ForwardConfig(looped=False, block_m=1, block_n=2048, num_warps=4)
+    assert dispatch.forward_config(1793, 2) == dispatch.forward_config(2048, 2) == tuning.ForwardConfig(looped=False, block_m=2, block_n=2048, num_warps=8)
+    assert dispatch.forward_config(1024, 4) == tuning.ForwardConfig(looped=False, block_m=2, block_n=1024, num_warps=8)
 
 
 @needs_gluon
@@ -160,7 +160,7 @@ def test_padded_half_rows_take_two_tiles():
     """Half-precision rows of 4097 to 8191 and 8193 to 12287 values take the Gluon kernel with a
     power-of-two tail tile on a GPU; powers of two, float32 rows and longer rows do not, and
     nothing does with the variants off or in the interpreter (which cannot run Gluon)."""
-    two_tiles = lambda head, warps, tail: tuning.ForwardConfig(False, 1, head, warps, tail_n=tail)  # noqa: E731
+    two_tiles = lambda head, warps, tail: tuning.ForwardConfig(looped=False, block_m=1, block_n=head, num_warps=warps, tail_n=tail)  # noqa: E731
     expected = {
         4097: two_tiles(4096, 8, 256),  # the smallest tail: one column per lane
         4608: two_tiles(4096, 8, 512),
@@ -182,7 +182,7 @@ def test_padded_half_rows_take_two_tiles():
     "n, config, extra_columns",
     [
         # 4096 + a 256-wide tail holding one value; rows apart by more than their width
-        pytest.param(4097, tuning.ForwardConfig(False, 1, 4096, 8, tail_n=256), 40, id="two-tiles"),
+        pytest.param(4097, tuning.ForwardConfig(looped=False, block_m=1, block_n=4096, num_warps=8, tail_n=256), 40, id="two-tiles"),
     ],
 )
 def test_gluon_configuration_computes_the_row(n, config, extra_columns):
@@ -206,7 +206,7 @@ def test_forced_looped_forward_kernel():
     """The wide-row kernel, on a row small enough for the interpreter (block 32, 5 loop steps)."""
     x = torch.randn(3, 150, device=DEVICE) + 100  # large mean: the shift must prevent cancellation
     weight, bias = torch.randn(150, device=DEVICE), torch.randn(150, device=DEVICE)
-    y, mean, rstd = dispatch.layer_norm_forward(x, weight, bias, 1e-5, config=tuning.ForwardConfig(True, 1, 32, 1))
+    y, mean, rstd = dispatch.layer_norm_forward(x, weight, bias, 1e-5, config=tuning.ForwardConfig(looped=True, block_m=1, block_n=32, num_warps=1))
     exact = layer_norm_reference(x, (150,), weight, bias)
     assert_as_accurate_as_torch("y", y, F.layer_norm(x, (150,), weight, bias), exact, torch.float32)
     torch.testing.assert_close(mean, x.mean(-1))
@@ -237,7 +237,7 @@ def test_two_tiles_statistics_do_not_cancel(n, dtype):
     weight, bias = _params(n, dtype)
     y, mean, rstd = dispatch.layer_norm_forward(x, weight, bias, 1e-5, config=cfg)
     _assert_statistics_match_float64(x, mean, rstd)
-    triton = tuning.ForwardConfig(False, 1, _common.next_power_of_2(n), cfg.num_warps)  # one tile of the next power of two
+    triton = tuning.ForwardConfig(looped=False, block_m=1, block_n=_common.next_power_of_2(n), num_warps=cfg.num_warps)  # one tile of the next power of two
     triton_y, triton_mean, triton_rstd = dispatch.layer_norm_forward(x, weight, bias, 1e-5, config=triton)
     torch.testing.assert_close(mean, triton_mean, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(rstd, triton_rstd, rtol=1e-5, atol=0)
