@@ -20,7 +20,7 @@ import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
-from ln_tutorial import _common, dispatch, host, tuning, layer_norm# noqa: E402
+from ln_tutorial import dispatch, host, layer_norm  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 SHAPES = "float16:4096x1024,float16:4096x4096,bfloat16:16384x4096,bfloat16:2048x65536"

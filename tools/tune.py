@@ -25,7 +25,7 @@ if not torch.cuda.is_available():
 
 import triton  # noqa: E402
 
-from ln_tutorial import _common, dispatch, host, tuning# noqa: E402
+from ln_tutorial import dispatch, tuning  # noqa: E402
 
 # One shape per entry of the tables (they are keyed by padded row bytes: 2 KB ... 64 KB),
 # LLM-sized where one exists, plus the tutorial's smallest.

@@ -5,7 +5,7 @@ import torch
 
 from conftest import DEVICE
 from helpers import run_without_interpreter
-from ln_tutorial import LayerNorm, _common, dispatch, host, tuning, layer_norm
+from ln_tutorial import LayerNorm, dispatch, layer_norm
 
 
 def _x(*shape, dtype=torch.float32):

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 import ln_tutorial
 from conftest import DEVICE
-from ln_tutorial import _common, dispatch, host, tuning, variants
+from ln_tutorial import dispatch, host, tuning, variants
 from ln_tutorial._common import INTERPRET
 
 H100 = "nvidia-h100-80gb-hbm3"

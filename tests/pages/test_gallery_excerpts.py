@@ -6,7 +6,6 @@ the first line from there containing ``B`` (without ``to``, to the end), with
 ``...`` for the lines left out.
 """
 
-import re
 import textwrap
 from pathlib import Path
 

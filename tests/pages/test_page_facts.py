@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ln_tutorial import _common, dispatch, host, tuning
+from ln_tutorial import dispatch, tuning
 from ln_tutorial_book import bench, plain
 from ln_tutorial.variants import lock, one_launch
 
