@@ -95,7 +95,7 @@ def backward_path(m: int, n: int, dtype: torch.dtype, device: int, has_dw: bool,
         cfg, why = backward_choice(n, dtype.itemsize, device, use_variants)
     else:
         cfg, why = config, "the caller's configuration"
-    one = not cfg.split and not cfg.looped and (use_variants or config is not None)
+    one = use_variants and not (cfg.split or cfg.looped)
     one = one and one_launch.takes(m, n, dtype, device, cfg, has_dw or has_db)
     return _backward_path(m, n, dtype, device, cfg, why, has_dw, has_db, one)
 
