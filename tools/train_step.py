@@ -9,7 +9,9 @@ AdamW step per iteration, eager or compiled (``torch.compile`` of the model):
 * ``opt``: pre-norm blocks as ``gpt`` with a ReLU MLP.
 
 Prints one CSV row per model, mode and norm (median and p20/p80 ms per step over
-several repetitions, the two norms interleaved) and appends them to ``--csv`` if given.
+several repetitions, the two norms interleaved; ``vs_torch_p50``, the median over
+repetitions of the step's time over torch's step timed beside it) and appends them
+to ``--csv`` if given.
 
     python tools/train_step.py [--models gpt bert opt] [--modes eager compiled] [--layers 6] [--csv FILE]
 
@@ -129,9 +131,12 @@ def main(argv=None):
             times = step_times(models, data, getattr(torch, args.amp), args.steps, args.repetitions)
             for name, values in zip(norms, times):
                 p20, p50, p80 = quantiles(values)
+                # paired: each repetition's step over torch's step of the same round, which drift hits alike
+                paired = statistics.median(ours / theirs for ours, theirs in zip(values, times[0]))
                 shape = {"layers": args.layers, "width": width, "batch": args.batch, "seq": args.seq, "amp": args.amp}
                 rows.append({"model": kind, "mode": mode, "norm": name, **shape, "ms_p20": f"{p20:.3f}",
-                             "ms_p50": f"{p50:.3f}", "ms_p80": f"{p80:.3f}", **provenance})  # fmt: skip
+                             "ms_p50": f"{p50:.3f}", "ms_p80": f"{p80:.3f}", "vs_torch_p50": f"{paired:.3f}",
+                             **provenance})  # fmt: skip
     writer = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]))
     writer.writeheader()
     writer.writerows(rows)

@@ -139,3 +139,43 @@ def test_launchers_called_directly_on_another_gpu():
     torch.testing.assert_close(y, F.layer_norm(x, (1000,), weight, bias))
     assert dx.device == dw.device == db.device == torch.device("cuda:1")
 
+
+
+@pytest.mark.parametrize("post_norm", [False, True], ids=["pre-norm", "post-norm"])
+def test_compiled_model_gets_torchs_graphs(post_norm):
+    """Under torch.compile a model with ln_tutorial.LayerNorm hands Inductor the forward and backward
+    graphs of the same model with torch.nn.LayerNorm, op for op, under bfloat16 autocast: the same
+    kernels are generated, so the compiled step costs what torch's does (the performance page times it)."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    def ops(graphs):
+        def compiler(gm, example_inputs):
+            graphs.append([str(node.target) for node in gm.graph.nodes if node.op == "call_function"])
+            return make_boxed_func(gm.forward)
+
+        return compiler
+
+    class Block(torch.nn.Module):
+        def __init__(self, norm):
+            super().__init__()
+            self.norm, self.up, self.drop = norm(32), torch.nn.Linear(32, 32), torch.nn.Dropout(0.1)
+
+        def forward(self, x):
+            if post_norm:
+                return self.norm(x + self.drop(self.up(x)))
+            return x + self.drop(self.up(self.norm(x)))
+
+    captured = []
+    for norm in (torch.nn.LayerNorm, LayerNorm):
+        graphs = []
+        torch._dynamo.reset()
+        torch.manual_seed(0)
+        model = torch.compile(Block(norm).to(DEVICE), fullgraph=True,
+                              backend=aot_autograd(fw_compiler=ops(graphs), bw_compiler=ops(graphs)))  # fmt: skip
+        with torch.autocast(torch.device(DEVICE).type, dtype=torch.bfloat16):  # as tools/train_step.py
+            loss = model(torch.randn(4, 8, 32, device=DEVICE, requires_grad=True)).float().sum()
+        loss.backward()
+        captured.append(graphs)
+    assert len(captured[0]) == 2 and "aten.native_layer_norm.default" in captured[0][0]
+    assert captured[1] == captured[0]
