@@ -11,8 +11,8 @@ variant                takes                                           gains (H1
                        forward's launch, the backward's autograd node  training step
 :mod:`.one_launch`     backward, inputs up to 64 MB: dW/dB added up    one launch instead of two
                        by the same programs after a grid barrier
-:mod:`.split`          backward, rows past the register budget, each   1.45x (half precision) to 2x
-                       shared by programs that trade row sums          (float32) the looped kernels
+:mod:`.split`          backward, rows past the register budget, each   each row read once (split.py
+                       shared by programs that trade row sums          gives its measured speed)
 :mod:`.two_tiles`      forward, half-precision rows that a power of    up to 11 % at 4608 columns
                        two pads by a quarter or more (Gluon)
 =====================  ==============================================  ============================
