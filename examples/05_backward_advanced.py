@@ -232,6 +232,14 @@ for row_bytes, cfg in table.backward.items():
 # ln_tutorial:source ln_tutorial.variants.split.whole_row_sums from "parts = tl.arange"
 
 # %%
+# Where a value is held by several threads, Triton adds one of the copies,
+# which need not be the copy whose flag was checked. So the tile of records
+# (``records_block``) is as wide as the row has parts where that is at most
+# 32 and a tile holds one row: every warp then holds all of a row's records
+# and adds the very values it checked. Wider tiles have at least one record
+# a thread, and no copies.
+
+# %%
 # Each program publishes a tile's sums one tile before it needs the others':
 # while they catch up, it is loading and summing its next tile. Those loads
 # come from L2: one step earlier, ``prefetch_tile`` asked L2 for them with a

@@ -1,10 +1,10 @@
 """Variant: the backward of rows past the register budget, each row shared by programs.
 
 **Takes** rows wider than 32 KB of input, and half-precision rows of 12289 to 16384 values, on a GPU
-whose SMs hold every program at once. **Gains** one read of each row instead of two: 1.45x (half
-precision) and 2x (float32) the looped kernels at 8192 x 16384 on the H100 polling a record a part; a
-record a thread (:func:`records_block`) runs two thirds as fast (bfloat16). **Else** the looped kernels. Parts
-trade row sums through global memory (a cooperative launch); the interpreter runs one part a row.
+whose SMs hold every program at once. **Gains** one read of each row instead of two: 1.67x (bfloat16)
+and 2.2x (float32) the looped kernels at 8192 x 16384 on the H100 (Triton 3.6). **Else** the looped
+kernels. Parts trade row sums through global memory (a cooperative launch); the interpreter runs one
+part a row.
 """
 
 import torch
@@ -62,11 +62,11 @@ def run(plan: BackwardPlan, args: dict, params: list, device: int, cfg, launch: 
 
 
 def records_block(parts: int, cfg) -> int:
-    """Width of the tile of records a program polls: every part of a row, at least one record a thread.
-    Triton assumes copies of an element in several threads hold the same value and sums one copy; polled
-    values break that (the copy whose flags were checked need not be the one summed: Triton 3.9 added a
-    part read too early). With one record a thread, every value summed is a value checked."""
-    return max(next_power_of_2(parts), 32 * cfg.num_warps // cfg.block_m)
+    """Width of the tile of records a program polls. Triton sums one of an element's copies in several
+    threads, not always the one whose flag was checked (Triton 3.9 then added a part read too early). A
+    row of at most 32 parts, one row a tile: a record a part, each warp holding all of them and checking
+    what it sums. Else at least a record a thread: no copies (Triton 3.6: two thirds as fast, bfloat16)."""
+    return max(next_power_of_2(parts), 0 if parts <= 32 and cfg.block_m == 1 else 32 * cfg.num_warps // cfg.block_m)
 
 
 def registers(cfg) -> int:
@@ -201,7 +201,7 @@ def whole_row_sums(
     row_mask,  # (BLOCK_M,) rows that exist
     tag,  # the "written" flag of this launch
     SPLIT: tl.constexpr,  # programs sharing each row
-    SPLIT_BLOCK: tl.constexpr,  # power of two >= SPLIT, one record per thread at least (see records_block)
+    SPLIT_BLOCK: tl.constexpr,  # power of two >= SPLIT: see records_block
 ):
     """Σ x̂·w·∇y and Σ w·∇y over whole rows, once all SPLIT parts have written theirs.
 

@@ -300,6 +300,21 @@ def test_refused_cooperative_launch_falls_back_to_two_launches():
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("block_m, warps", [(1, 4), (1, 8), (2, 4), (2, 1)])
+def test_records_tile_fits_a_warp_or_holds_no_copies(block_m, warps):
+    """The shared-row poll sums only values whose flags it checked: a row of up to 32 parts, one row a
+    tile, polls a record a part (all in one warp: each warp checks what it sums); else a tile of at
+    least one record a thread (no copies of a record)."""
+    cfg = tuning.BackwardConfig(False, block_m, 2048, warps, 2, split=True)
+    for parts in (2, 3, 8, 17, 32, 33, 64, 100, 128, 512):
+        width = split.records_block(parts, cfg)
+        assert width >= parts and width & (width - 1) == 0, parts
+        if parts <= 32 and block_m == 1:
+            assert width <= 32, parts
+        else:
+            assert width * block_m >= 32 * warps, parts
+
+
 @gpu
 @pytest.mark.parametrize(
     "n, dtype",

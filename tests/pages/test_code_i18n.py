@@ -203,7 +203,7 @@ lock strategy: 1 different dw out of 5 runs (interpreter: programs run in a fixe
 lock strategy, dw: relative error 2.6e-07
 row bytes  BLOCK_M  warps  per SM  stages  reload  accumulators per thread  bytes in flight
      2048        4      4       1       4   False                       64            65536
-2-byte values: parts of 2048 columns, 4 warps, 4 programs per SM (about 1.45x the looped kernels at 8192 x 16384 bfloat16)
+2-byte values: parts of 2048 columns, 4 warps, 4 programs per SM (about 1.67x the looped kernels at 8192 x 16384 bfloat16)
       N     dtype  BLOCK_M  BLOCK_N  warps  per SM  stages  reload  TAIL_N  looped  split
   12800   float16        1     2048      4       4       1   False       0   False   True
 dw: default against plain, max |difference| 1.9e-06"""
@@ -211,7 +211,7 @@ dw: default against plain, max |difference| 1.9e-06"""
 # ...and lines of the Chinese run, whose prints are translated already and whose values are the package's.
 REAL_ZH_OUTPUT = """\
 8 KB 行的依据： tools/tune.py at 16384 x 4096 bfloat16
-2 字节的值：每部分 2048 列，4 个 warp，每个 SM 4 个程序（about 1.45x the looped kernels at 8192 x 16384 bfloat16）
+2 字节的值：每部分 2048 列，4 个 warp，每个 SM 4 个程序（about 1.67x the looped kernels at 8192 x 16384 bfloat16）
 float32 求和结果随行的相加顺序而变的列数： 890 of 1024"""
 
 
