@@ -11,7 +11,8 @@ AdamW step per iteration, eager or compiled (``torch.compile`` of the model):
 Prints one CSV row per model, mode and norm (median and p20/p80 ms per step over
 several repetitions, the two norms interleaved; ``vs_torch_p50``, the median over
 repetitions of the step's time over torch's step timed beside it) and appends them
-to ``--csv`` if given.
+to ``--csv`` if given. Python's garbage collector runs before each repetition and is
+paused while it is timed: its pauses otherwise land on either norm at random.
 
     python tools/train_step.py [--models gpt bert opt] [--modes eager compiled] [--layers 6] [--csv FILE]
 
@@ -21,6 +22,7 @@ that the tool works, not a measurement.
 
 import argparse
 import csv
+import gc
 import statistics
 import sys
 import time
@@ -90,12 +92,15 @@ def step_times(models, data, amp_dtype, steps: int, repetitions: int):
     for rep in range(repetitions):
         order = list(zip(models, optimizers, times))
         for m, opt, out in order if rep % 2 == 0 else order[::-1]:  # A B, B A: no model always goes first
+            gc.collect()
+            gc.disable()
             sync()
             start = time.perf_counter()
             for _ in range(steps):
                 step(m, opt)
             sync()
             out.append((time.perf_counter() - start) / steps * 1e3)
+            gc.enable()
     return times
 
 
