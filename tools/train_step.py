@@ -12,7 +12,7 @@ Prints one CSV row per model, mode and norm (median and p20/p80 ms per step over
 several repetitions, the two norms interleaved; ``vs_torch_p50``, the median over
 repetitions of the step's time over torch's step timed beside it) and appends them
 to ``--csv`` if given. Python's garbage collector runs before each repetition and is
-paused while it is timed: its pauses otherwise land on either norm at random.
+paused while it is timed, so that no collection falls inside one norm's repetition.
 
     python tools/train_step.py [--models gpt bert opt] [--modes eager compiled] [--layers 6] [--csv FILE]
 
