@@ -317,9 +317,27 @@ class HostCost(_BenchDirective):
         data, out = bench.RESULTS_DIR.parent, []
         for path in sorted((data / "host_cost").glob("*.csv")):
             out += self._host_cost(_read_rows(path))
+        compiled = []
         for path in sorted((data / "train_step").glob("*.csv")):
-            out += self._train_step(_read_rows(path))
+            rows = _read_rows(path)
+            out += self._train_step(rows)
+            compiled += [r for r in rows if r["mode"] == "compiled"]
+        out += self._compiled_spread(compiled)
         return [_fixed(node) for node in out]
+
+    def _compiled_spread(self, rows):
+        """The range of the compiled rows' ratios over every file: the same kernels run with either norm
+        there (a test of the package checks the graphs), so the range is the measurement's own spread."""
+        steps: dict[tuple, dict[str, dict]] = {}
+        for r in rows:
+            steps.setdefault((r["gpu"], r["model"], r["layers"], r["width"]), {})[r["norm"]] = r
+        ratios = sorted(float(_step_ratio(norms)) for norms in steps.values() if len(norms) == 2)
+        if len(ratios) < 2:
+            return []
+        text = self.tr(_("In the compiled rows both models run the same kernels, so their ratios, from {low} to "
+                         "{high} over the files above, are the spread of this measurement itself."),
+                       low=f"{ratios[0]:.3f}", high=f"{ratios[-1]:.3f}")  # fmt: skip
+        return [nodes.paragraph(text=text)]
 
     def _host_cost(self, rows):
         import statistics

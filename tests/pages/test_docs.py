@@ -159,3 +159,22 @@ def test_root_index_links_every_edition(tmp_path):
     assert 'href="en/index.html"' in page and 'href="zh_CN/index.html"' in page
     assert "navigator.languages" in page and "zh" in page
     assert "http" not in page
+
+
+def test_the_compiled_rows_spread_spans_every_training_step_file():
+    pytest.importorskip("sphinx")  # the extension is a Sphinx directive
+    results = load_module("ln_bench_results", DOCS / "_ext" / "ln_bench_results.py")
+
+    class Page:  # what the method needs of a directive: the English text, fields filled in
+        tr = staticmethod(lambda message, **fields: message.format(**fields))
+
+    def rows(gpu, ratios):
+        return [dict(gpu=gpu, model=model, mode="compiled", layers="6", width="768", norm=norm,
+                     vs_torch_p50="1.000" if norm == "torch" else ratio)
+                for model, ratio in ratios.items() for norm in ("torch", "ln_tutorial")]  # fmt: skip
+
+    spread = results.HostCost._compiled_spread
+    [paragraph] = spread(Page(), rows("A", {"gpt": "0.990", "bert": "1.004"}) + rows("B", {"gpt": "1.012"}))
+    assert "from 0.990 to 1.012" in paragraph.astext()
+    assert spread(Page(), rows("A", {"gpt": "0.990"})) == []  # one pair: no spread to speak of
+
