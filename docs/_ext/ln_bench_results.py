@@ -317,21 +317,18 @@ class HostCost(_BenchDirective):
         data, out = bench.RESULTS_DIR.parent, []
         for path in sorted((data / "host_cost").glob("*.csv")):
             out += self._host_cost(_read_rows(path))
-        compiled = []
-        for path in sorted((data / "train_step").glob("*.csv")):
-            rows = _read_rows(path)
+        files = [_read_rows(path) for path in sorted((data / "train_step").glob("*.csv"))]
+        for rows in files:
             out += self._train_step(rows)
-            compiled += [r for r in rows if r["mode"] == "compiled"]
-        out += self._compiled_spread(compiled)
+        out += self._compiled_spread([_norms_by_step(rows) for rows in files])
         return [_fixed(node) for node in out]
 
-    def _compiled_spread(self, rows):
-        """The range of the compiled rows' ratios over every file: the same kernels run with either norm
-        there (a test of the package checks the graphs), so the range is the measurement's own spread."""
-        steps: dict[tuple, dict[str, dict]] = {}
-        for r in rows:
-            steps.setdefault((r["gpu"], r["model"], r["layers"], r["width"]), {})[r["norm"]] = r
-        ratios = sorted(float(_step_ratio(norms)) for norms in steps.values() if len(norms) == 2)
+    def _compiled_spread(self, files):
+        """The range of the compiled rows' ratios over every file (each as :func:`_norms_by_step` groups it):
+        the same kernels run with either norm there (a test of the package checks the graphs), so the range
+        is the measurement's own spread."""
+        ratios = sorted(float(_step_ratio(norms)) for steps in files for key, norms in steps.items()
+                        if key[1] == "compiled" and len(norms) == 2)  # fmt: skip
         if len(ratios) < 2:
             return []
         text = self.tr(_("In the compiled rows both models run the same kernels, so their ratios, from {low} to "
@@ -363,10 +360,7 @@ class HostCost(_BenchDirective):
         return [_table(header, body), nodes.paragraph(text=text), nodes.paragraph(text=self.measured(rows))]
 
     def _train_step(self, rows):
-        steps: dict[tuple, dict[str, dict]] = {}
-        for r in rows:
-            key = (r["model"], r["mode"], r["layers"], r["width"], r["batch"], r["seq"], r["amp"])
-            steps.setdefault(key, {})[r["norm"]] = r
+        steps = _norms_by_step(rows)
         header = [self.tr(_("model")), self.tr(_("mode")), self.tr(_("layers × width")), self.tr(_("batch × sequence")),
                   self.tr(_("torch: ms per step")), self.tr(_("ln_tutorial: ms per step")), self.tr(_("ratio"))]  # fmt: skip
         body = [[model, self.tr(_(mode)), f"{layers} × {width}", f"{batch} × {seq}", norms["torch"]["ms_p50"],
@@ -380,6 +374,15 @@ class HostCost(_BenchDirective):
                      "ln_tutorial's median over torch's.")
         text = self.tr(text)
         return [_table(header, body), nodes.paragraph(text=text), nodes.paragraph(text=self.measured(rows))]
+
+
+def _norms_by_step(rows: list[dict]) -> dict[tuple, dict[str, dict]]:
+    """A training-step file's rows by (model, mode, layers, width, batch, seq, amp), then by norm."""
+    steps: dict[tuple, dict[str, dict]] = {}
+    for r in rows:
+        key = (r["model"], r["mode"], r["layers"], r["width"], r["batch"], r["seq"], r["amp"])
+        steps.setdefault(key, {})[r["norm"]] = r
+    return steps
 
 
 def _step_ratio(norms: dict) -> str:

@@ -168,13 +168,15 @@ def test_the_compiled_rows_spread_spans_every_training_step_file():
     class Page:  # what the method needs of a directive: the English text, fields filled in
         tr = staticmethod(lambda message, **fields: message.format(**fields))
 
-    def rows(gpu, ratios):
-        return [dict(gpu=gpu, model=model, mode="compiled", layers="6", width="768", norm=norm,
-                     vs_torch_p50="1.000" if norm == "torch" else ratio)
-                for model, ratio in ratios.items() for norm in ("torch", "ln_tutorial")]  # fmt: skip
+    def steps(ratios, mode="compiled"):  # one recorded file
+        return results._norms_by_step(
+            [dict(model=model, mode=mode, layers="6", width="768", batch="8", seq="512", amp="bfloat16", norm=norm,
+                  vs_torch_p50="1.000" if norm == "torch" else ratio)
+             for model, ratio in ratios.items() for norm in ("torch", "ln_tutorial")])  # fmt: skip
 
     spread = results.HostCost._compiled_spread
-    [paragraph] = spread(Page(), rows("A", {"gpt": "0.990", "bert": "1.004"}) + rows("B", {"gpt": "1.012"}))
+    files = [steps({"gpt": "0.990", "bert": "1.004"}), steps({"gpt": "1.012"}), steps({"opt": "0.95"}, "eager")]
+    [paragraph] = spread(Page(), files)
     assert "from 0.990 to 1.012" in paragraph.astext()
-    assert spread(Page(), rows("A", {"gpt": "0.990"})) == []  # one pair: no spread to speak of
+    assert spread(Page(), [steps({"gpt": "0.990"})]) == []  # one pair: no spread to speak of
 
