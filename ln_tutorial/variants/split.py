@@ -62,11 +62,12 @@ def run(plan: BackwardPlan, args: dict, params: list, device: int, cfg, launch: 
 
 
 def records_block(parts: int, cfg) -> int:
-    """Width of the tile of records a program polls. Triton sums one of an element's copies in several
-    threads, not always the one whose flag was checked (Triton 3.9 then added a part read too early). A
-    row of at most 32 parts, one row a tile: a record a part, each warp holding all of them and checking
-    what it sums. Else at least a record a thread: no copies (Triton 3.6: two thirds as fast, bfloat16)."""
-    return max(next_power_of_2(parts), 0 if parts <= 32 and cfg.block_m == 1 else 32 * cfg.num_warps // cfg.block_m)
+    """Width of the tile of records a program polls. Triton sums one of a value's copies, not always the
+    one whose flag was checked (Triton 3.9 then added a part read too early). Up to 32 parts, one row a tile:
+    each warp holds all records and checks what it sums. Else a record a thread at least: no copies."""
+    if parts <= 32 and cfg.block_m == 1:
+        return next_power_of_2(parts)
+    return max(next_power_of_2(parts), 32 * cfg.num_warps // cfg.block_m)
 
 
 def registers(cfg) -> int:
