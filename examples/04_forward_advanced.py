@@ -37,7 +37,7 @@ import triton.language as tl
 import ln_tutorial
 from ln_tutorial import _common, dispatch, host, tuning
 from ln_tutorial._common import cache
-from ln_tutorial_book import plain
+from ln_tutorial_book import bench, plain
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 ON_GPU = DEVICE.type == "cuda"
@@ -112,6 +112,46 @@ print("evidence for 8 KB rows:", table.evidence[("forward", 8192)])
 # configuration of this choice):
 
 # ln_tutorial:source ln_tutorial.host.forward_choice
+
+# %%
+# Few rows
+# --------
+#
+# *When it matters:* calls with fewer than four rows per SM, fewer than 528
+# on an H100 or an H200 (``host.few_rows``). The table's entries are measured
+# on thousands of rows, where the memory is busy and each program's latency
+# hides behind the other programs' work. With a few hundred rows there is
+# about one program per SM, and a call lasts as long as one program: its
+# loads, its two sums and its stores, one after the other. Such a call takes
+# one row per program and more warps per row (fewer values per thread, so
+# shorter sums), and rows of up to 16 KB load :math:`w` and :math:`b` together
+# with :math:`x` (``PARAMS_FIRST`` in the kernel above), so that their latency
+# passes while :math:`x` arrives instead of after the sums. With many rows
+# the same early loads hold registers that :math:`x` needs, and at the LLM
+# shapes of the benchmark (65536 rows of 1024 values, 16384 of 8192) the
+# kernel is slower with them: the table's entries keep them after the sums.
+#
+# What it gains, measured here: the GPU time of one call of 256 rows in
+# float16 (median of the benchmark's timer), with the table's entry and with
+# the few-rows configuration.
+
+index = torch.cuda.current_device() if ON_GPU else -1
+rows, timer = (256, "gpu_us_p50") if ON_GPU else (4, "host_us_p50")
+
+
+def forward_us(n, cfg):
+    def call(x, w, b):
+        return dispatch.layer_norm_forward(x, w, b, 1e-5, config=cfg)[0]
+
+    return bench.time_provider(call, "forward", rows, n, torch.float16, device=DEVICE.type)[timer]
+
+
+print(f"float16, {rows} rows" + ("" if ON_GPU else ", interpreter (host time)"))
+print(f"{'N':>6} {'table':>10} {'few rows':>10}")
+for n in (1024, 4096, 8192):
+    table_cfg = dispatch.forward_config(n, 2, index)
+    few_cfg = host.forward_choice(n, 2, index, False, True).config
+    print(f"{n:>6} {forward_us(n, table_cfg):>7.2f} µs {forward_us(n, few_cfg):>7.2f} µs")
 
 # %%
 # Padded rows and two tiles

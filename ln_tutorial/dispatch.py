@@ -51,9 +51,10 @@ class BackwardPath(NamedTuple):
 
 
 @cache
-def forward_path(n: int, dtype: torch.dtype, device: int, use_variants: bool) -> ForwardPath:
-    """The forward's configuration and kernel for rows of ``n`` values of ``dtype`` on ``device``."""
-    choice = host.forward_choice(n, dtype.itemsize, device, use_variants and not INTERPRET)  # Gluon: GPU only
+def forward_path(n: int, dtype: torch.dtype, device: int, use_variants: bool, few_rows: bool) -> ForwardPath:
+    """The forward's configuration and kernel for rows of ``n`` values of ``dtype`` on ``device``;
+    ``few_rows``: :func:`host.few_rows` of the call."""
+    choice = host.forward_choice(n, dtype.itemsize, device, use_variants and not INTERPRET, few_rows)  # Gluon: GPU only
     return ForwardPath(choice.config, choice.why, forward_call(choice.config, dtype))
 
 
@@ -124,7 +125,8 @@ def layer_norm_forward(x, weight, bias, eps: float, config: Optional[ForwardConf
     _check_device(x)
     if config is not None:
         return host.layer_norm_forward(x, weight, bias, eps, config, forward_call(config, x.dtype), runner())
-    path = forward_path(x.shape[1], x.dtype, x.get_device(), variants_on())
+    m, n = x.shape
+    path = forward_path(n, x.dtype, x.get_device(), variants_on(), host.few_rows(m, x.get_device()))
     return host.layer_norm_forward(x, weight, bias, eps, path.config, path.call, runner())
 
 
@@ -190,7 +192,7 @@ def cpp_forward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias
         node, why = None, ""
         if needs_node:
             node, why = _cpp_backward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_dtype)
-        path = forward_path(n, dtype, device, True)
+        path = forward_path(n, dtype, device, True, host.few_rows(m, device))
         x, stats = _stand_in(dtype, device), _stand_in(stats_dtype(dtype), device)
         weight, bias = _stand_in(weight_dtype, device), _stand_in(bias_dtype, device)
         args = host.forward_arguments(x, x, weight, bias, stats, stats, row_stride, n, m, n, 1e-5)

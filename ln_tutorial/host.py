@@ -19,6 +19,7 @@ STRATEGIES = ("deterministic", "lock")
 
 DWDB_BLOCK_N = 256  # columns per program of the wide-row dW/dB kernel
 REDUCE_BLOCK_N, REDUCE_BLOCK_P = 32, 128  # tile of the final dW/dB reduction
+FEW_ROWS_PER_SM = 4  # calls with fewer rows per SM than this are latency-bound (see few_rows)
 
 
 class KernelCall(NamedTuple):
@@ -55,28 +56,38 @@ class Choice(NamedTuple):
 
 
 @cache
-def forward_choice(n: int, element_size: int, device: int, two_tiles: bool) -> Choice:
+def forward_choice(n: int, element_size: int, device: int, two_tiles: bool, few_rows: bool = False) -> Choice:
     """The forward's configuration for rows of ``n`` elements on CUDA device ``device`` (-1: the
-    interpreter); ``two_tiles``: the table's two-tile entries may be taken (a variant)."""
+    interpreter); ``two_tiles``: the table's two-tile entries may be taken (a variant); ``few_rows``:
+    the call has fewer than ``FEW_ROWS_PER_SM`` rows per SM (latency-bound: the table is tuned on many)."""
     table = table_for(device)
     block_n = next_power_of_2(n)
     row_bytes = block_n * element_size
     if row_bytes > MAX_FUSED_FWD_BYTES:
         why = f"rows of {row_bytes} bytes (padded) exceed {MAX_FUSED_FWD_BYTES}: looped"
         return Choice(table.forward_looped, f"{why}; {table.evidence[('forward_looped', 0)]}")
-    if element_size == 2:  # rows a power-of-two tile pads: the table's entries for them, first match
-        for entry in table.forward_padded.get(row_bytes, ()):
-            if n <= entry.longest and (two_tiles or not entry.two_tiles):
-                cfg = entry.config
-                if entry.two_tiles:  # every lane holds at least one of the tail's columns
-                    head = block_n // 2
-                    cfg = cfg._replace(block_n=head, tail_n=max(next_power_of_2(n - head), 32 * cfg.num_warps))
-                return Choice(cfg, f"forward_padded entry for rows of up to {entry.longest} values: {entry.evidence}")
-    if row_bytes < 2048:  # tiny rows: pack them into ~8 KB tiles
+    padded = [e for e in table.forward_padded.get(row_bytes, ()) if n <= e.longest and (two_tiles or not e.two_tiles)]
+    if element_size == 2 and padded:  # rows a power-of-two tile pads: the table's entries for them, first match
+        cfg, why = padded[0].config, f"forward_padded entry for rows of up to {padded[0].longest} values: "
+        why += padded[0].evidence
+        if padded[0].two_tiles:  # every lane holds at least one of the tail's columns
+            tail_n = max(next_power_of_2(n - block_n // 2), 32 * cfg.num_warps)
+            return Choice(cfg._replace(block_n=block_n // 2, tail_n=tail_n), why)
+    elif row_bytes < 2048:  # tiny rows: pack them into ~8 KB tiles
         cfg = ForwardConfig(looped=False, block_m=min(64, 8192 // row_bytes), block_n=block_n, num_warps=4)
         return Choice(cfg, "tiny rows: packed several to a program, about 8 KB per program")
-    why = f"forward entry for {row_bytes}-byte rows: {table.evidence.get(('forward', row_bytes), '')}"
-    return Choice(table.forward[row_bytes]._replace(block_n=block_n), why)
+    else:
+        cfg = table.forward[row_bytes]._replace(block_n=block_n)
+        why = f"forward entry for {row_bytes}-byte rows: {table.evidence.get(('forward', row_bytes), '')}"
+    if few_rows and not cfg.looped and row_bytes <= 32768:  # one row a program, more warps, w and b early
+        warps, first = 4 if row_bytes < 4096 else 8 if row_bytes < 16384 else 16, row_bytes <= 16384
+        cfg, why = cfg._replace(block_m=1, num_warps=warps, params_first=first), f"few rows: {warps} warps a row"
+    return Choice(cfg, why + (", w and b loaded with x" if cfg.params_first else ""))
+
+
+def few_rows(m: int, device: int) -> bool:
+    """Whether ``m`` rows leave the SMs short of work: fewer than ``FEW_ROWS_PER_SM`` rows per SM."""
+    return m < FEW_ROWS_PER_SM * sm_count(device)
 
 
 @cache
@@ -158,7 +169,7 @@ def forward_call(cfg: ForwardConfig, dtype: torch.dtype) -> KernelCall:
     meta = dict(BLOCK_N=cfg.block_n, COMPUTE=compute_dtype(dtype), num_warps=cfg.num_warps)
     if cfg.looped:
         return kernel_call(kernels.layer_norm_fwd_looped_kernel, **meta)
-    return kernel_call(kernels.layer_norm_fwd_kernel, BLOCK_M=cfg.block_m, **meta)
+    return kernel_call(kernels.layer_norm_fwd_kernel, BLOCK_M=cfg.block_m, PARAMS_FIRST=cfg.params_first, **meta)
 
 
 def forward_grid(m: int, cfg: ForwardConfig) -> tuple:

@@ -45,6 +45,7 @@ def layer_norm_fwd_kernel(
     BLOCK_M: tl.constexpr,  # rows handled together by one program
     BLOCK_N: tl.constexpr,  # power of two >= N: the whole row stays on chip
     COMPUTE: tl.constexpr,  # accumulation dtype
+    PARAMS_FIRST: tl.constexpr,  # load w and b with x rather than after the sums
 ):
     """One program normalizes ``BLOCK_M`` whole rows held in registers."""
     inv_n = reciprocal(N, COMPUTE)
@@ -55,16 +56,22 @@ def layer_norm_fwd_kernel(
     mask = row_mask[:, None] & col_mask[None, :]
 
     x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(COMPUTE)
+    if PARAMS_FIRST:  # w and b in flight with x: shorter latency for a few rows, more registers for many
+        w = tl.load(W + cols, mask=col_mask, other=0.0) if W is not None else None
+        b = tl.load(B + cols, mask=col_mask, other=0.0) if B is not None else None
     mean = tl.sum(x, axis=1) * inv_n
     # Centre first, then square: the two-pass variance does not cancel.
     x_centered = tl.where(mask, x - mean[:, None], 0.0)
     var = tl.sum(x_centered * x_centered, axis=1) * inv_n
     rstd = 1.0 / tl.sqrt(var + eps + eps_lo)
     y = x_centered * rstd[:, None]
+    if not PARAMS_FIRST:
+        w = tl.load(W + cols, mask=col_mask, other=0.0) if W is not None else None
+        b = tl.load(B + cols, mask=col_mask, other=0.0) if B is not None else None
     if W is not None:
-        y = y * tl.load(W + cols, mask=col_mask, other=0.0).to(COMPUTE)[None, :]
+        y = y * w.to(COMPUTE)[None, :]
     if B is not None:
-        y = y + tl.load(B + cols, mask=col_mask, other=0.0).to(COMPUTE)[None, :]
+        y = y + b.to(COMPUTE)[None, :]
 
     tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
     tl.store(MEAN + rows, mean, mask=row_mask)
@@ -87,8 +94,8 @@ def layer_norm_fwd_looped_kernel(
     BLOCK_N: tl.constexpr,  # columns handled per loop step
     COMPUTE: tl.constexpr,  # accumulation dtype
 ):
-    """Rows too wide for registers (or that registers would pad by a third or more, see
-    ``launch.forward_config``): one row per program, two sweeps over it.
+    """Rows too wide for registers (or padded by a third or more, see ``host.forward_choice``): one row
+    per program, two sweeps over it.
 
     The first sweep accumulates Σ(x - s) and Σ(x - s)² around a shift ``s``,
     the mean of the first block (or of the row, if shorter). Shifting by a

@@ -31,6 +31,7 @@ class ForwardConfig(NamedTuple):
     block_n: int  # power of two covering the row, the loop step, or (two tiles) the first tile
     num_warps: int
     tail_n: int = 0  # two tiles (variant): the second tile's width, a power of two
+    params_first: bool = False  # w and b loaded beside x, not after the sums (few rows: latency-bound)
 
 
 class BackwardConfig(NamedTuple):

@@ -68,6 +68,21 @@ def test_partial_affine(affine):
     check_against_torch(x, (48,), *_params(48, torch.float32, affine))
 
 
+@pytest.mark.parametrize("affine", ["both", "none", "weight", "bias"])
+@pytest.mark.parametrize("n", [1024, 3000, 8192])
+def test_few_rows_take_one_row_a_program_with_the_parameters_loaded_first(n, affine):
+    """Fewer than FEW_ROWS_PER_SM rows a SM: one row a program, more warps, w and b loaded with x;
+    one more row and the table's entry again. The results are as accurate as torch's either way."""
+    device = torch.cuda.current_device() if ON_GPU else -1
+    m = host.FEW_ROWS_PER_SM * _common.sm_count(device) - 1
+    few, many = (dispatch.forward_path(n, torch.float16, device, False, host.few_rows(rows, device)).config
+                 for rows in (m, m + 1))  # fmt: skip
+    assert few.block_m == 1 and few.params_first and few.num_warps >= many.num_warps
+    assert not many.params_first and many == dispatch.forward_config(n, 2, device)
+    x = torch.randn(m, n, device=DEVICE, dtype=torch.float16) * 3 + 1
+    check_against_torch(x, (n,), *_params(n, torch.float16, affine))
+
+
 def test_three_d_input():
     x = torch.randn(3, 5, 40, device=DEVICE, dtype=torch.bfloat16)
     check_against_torch(x, (40,), *_params(40, torch.bfloat16))
