@@ -162,7 +162,8 @@ def test_root_index_links_every_edition(tmp_path):
 
 
 def test_the_compiled_rows_spread_spans_every_training_step_file():
-    pytest.importorskip("sphinx")  # the extension is a Sphinx directive
+    pytest.importorskip("sphinx")  # the extension is a Sphinx directive, built on docutils
+    pytest.importorskip("docutils")
     results = load_module("ln_bench_results", DOCS / "_ext" / "ln_bench_results.py")
 
     class Page:  # what the method needs of a directive: the English text, fields filled in
