@@ -50,11 +50,15 @@ class BackwardPath(NamedTuple):
     kernels: Tuple[str, ...]  # what runs, in order, with the variant that brings it
 
 
+def forward_path(m: int, n: int, dtype: torch.dtype, device: int, use_variants: bool) -> ForwardPath:
+    """The forward's configuration and kernel for ``m`` rows of ``n`` values of ``dtype`` on ``device``."""
+    return _forward_path(n, dtype, device, use_variants, *host.small_call(m, n, dtype.itemsize, device))
+
+
 @cache
-def forward_path(n: int, dtype: torch.dtype, device: int, use_variants: bool, few_rows: bool) -> ForwardPath:
-    """The forward's configuration and kernel for rows of ``n`` values of ``dtype`` on ``device``;
-    ``few_rows``: :func:`host.few_rows` of the call."""
-    choice = host.forward_choice(n, dtype.itemsize, device, use_variants and not INTERPRET, few_rows)  # Gluon: GPU only
+def _forward_path(n, dtype, device, use_variants, small, params_first) -> ForwardPath:
+    two_tiles = use_variants and not INTERPRET  # Gluon: GPU only
+    choice = host.forward_choice(n, dtype.itemsize, device, two_tiles, small, params_first)
     return ForwardPath(choice.config, choice.why, forward_call(choice.config, dtype))
 
 
@@ -126,7 +130,7 @@ def layer_norm_forward(x, weight, bias, eps: float, config: Optional[ForwardConf
     if config is not None:
         return host.layer_norm_forward(x, weight, bias, eps, config, forward_call(config, x.dtype), runner())
     m, n = x.shape
-    path = forward_path(n, x.dtype, x.get_device(), variants_on(), host.few_rows(m, x.get_device()))
+    path = forward_path(m, n, x.dtype, x.get_device(), variants_on())
     return host.layer_norm_forward(x, weight, bias, eps, path.config, path.call, runner())
 
 
@@ -192,7 +196,7 @@ def cpp_forward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias
         node, why = None, ""
         if needs_node:
             node, why = _cpp_backward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias_dtype)
-        path = forward_path(n, dtype, device, True, host.few_rows(m, device))
+        path = forward_path(m, n, dtype, device, True)
         x, stats = _stand_in(dtype, device), _stand_in(stats_dtype(dtype), device)
         weight, bias = _stand_in(weight_dtype, device), _stand_in(bias_dtype, device)
         args = host.forward_arguments(x, x, weight, bias, stats, stats, row_stride, n, m, n, 1e-5)

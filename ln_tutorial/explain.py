@@ -8,7 +8,6 @@ import torch
 
 from ln_tutorial import dispatch, variants
 from ln_tutorial._common import INTERPRET, SUPPORTED_DTYPES, TRITON_VERSION, variants_verified
-from ln_tutorial.host import few_rows
 from ln_tutorial.tuning import table_for
 from ln_tutorial.variants import fast_launch, native
 
@@ -42,7 +41,7 @@ def explain(
     if gpu and index is None:
         index = torch.cuda.current_device()
     use_variants = dispatch.variants_on()
-    forward = dispatch.forward_path(n, dtype, index, use_variants, few_rows(m, index))
+    forward = dispatch.forward_path(m, n, dtype, index, use_variants)
     backward = dispatch.backward_path(m, n, dtype, index, True, True, use_variants)
     host = _host(n, dtype, gpu, backward)
     lines = [

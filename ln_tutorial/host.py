@@ -19,7 +19,8 @@ STRATEGIES = ("deterministic", "lock")
 
 DWDB_BLOCK_N = 256  # columns per program of the wide-row dW/dB kernel
 REDUCE_BLOCK_N, REDUCE_BLOCK_P = 32, 128  # tile of the final dW/dB reduction
-FEW_ROWS_PER_SM = 4  # calls with fewer rows per SM than this are latency-bound (see few_rows)
+SMALL_BYTES_PER_SM = 32768  # less (padded) input per SM than this: a call lasts about one program (see small_call)
+FEW_ROWS_PER_SM = 4  # fewer rows per SM than this: no other row's loads hide those of w and b
 
 
 class KernelCall(NamedTuple):
@@ -56,17 +57,19 @@ class Choice(NamedTuple):
 
 
 @cache
-def forward_choice(n: int, element_size: int, device: int, two_tiles: bool, few_rows: bool = False) -> Choice:
+def forward_choice(n: int, element_size: int, device: int, two_tiles: bool, small: bool = False,
+                   params_first: bool = False) -> Choice:  # fmt: skip
     """The forward's configuration for rows of ``n`` elements on CUDA device ``device`` (-1: the
-    interpreter); ``two_tiles``: the table's two-tile entries may be taken (a variant); ``few_rows``:
-    the call has fewer than ``FEW_ROWS_PER_SM`` rows per SM (latency-bound: the table is tuned on many)."""
+    interpreter); ``two_tiles``: the table's two-tile entries may be taken (a variant); ``small`` and
+    ``params_first``: :func:`small_call` of the call (latency-bound: the table is tuned on many rows)."""
     table = table_for(device)
     block_n = next_power_of_2(n)
     row_bytes = block_n * element_size
     if row_bytes > MAX_FUSED_FWD_BYTES:
         why = f"rows of {row_bytes} bytes (padded) exceed {MAX_FUSED_FWD_BYTES}: looped"
         return Choice(table.forward_looped, f"{why}; {table.evidence[('forward_looped', 0)]}")
-    padded = [e for e in table.forward_padded.get(row_bytes, ()) if n <= e.longest and (two_tiles or not e.two_tiles)]
+    padded = table.forward_padded.get(row_bytes, ())
+    padded = [e for e in padded if n <= e.longest and not (e.two_tiles and (small or not two_tiles))]
     if element_size == 2 and padded:  # rows a power-of-two tile pads: the table's entries for them, first match
         cfg, why = padded[0].config, f"forward_padded entry for rows of up to {padded[0].longest} values: "
         why += padded[0].evidence
@@ -79,15 +82,19 @@ def forward_choice(n: int, element_size: int, device: int, two_tiles: bool, few_
     else:
         cfg = table.forward[row_bytes]._replace(block_n=block_n)
         why = f"forward entry for {row_bytes}-byte rows: {table.evidence.get(('forward', row_bytes), '')}"
-    if few_rows and not cfg.looped and row_bytes <= 32768:  # one row a program, more warps, w and b early
-        warps, first = 4 if row_bytes < 4096 else 8 if row_bytes < 16384 else 16, row_bytes <= 16384
-        cfg, why = cfg._replace(block_m=1, num_warps=warps, params_first=first), f"few rows: {warps} warps a row"
+    if small and not cfg.looped:  # one row a program, one tile; w and b early where no other row hides them
+        warps, first = 4 if row_bytes < 4096 else 8, params_first and row_bytes <= 16384
+        cfg = cfg._replace(block_m=1, block_n=block_n, num_warps=warps, params_first=first)
+        why = f"small input: {warps} warps a row"
     return Choice(cfg, why + (", w and b loaded with x" if cfg.params_first else ""))
 
 
-def few_rows(m: int, device: int) -> bool:
-    """Whether ``m`` rows leave the SMs short of work: fewer than ``FEW_ROWS_PER_SM`` rows per SM."""
-    return m < FEW_ROWS_PER_SM * sm_count(device)
+def small_call(m: int, n: int, element_size: int, device: int) -> Tuple[bool, bool]:
+    """Whether ``m`` rows of ``n`` values leave the SMs short of work (less than ``SMALL_BYTES_PER_SM``
+    of padded rows a SM), and whether they are also fewer than ``FEW_ROWS_PER_SM`` rows a SM."""
+    sms = sm_count(device)
+    small = m * next_power_of_2(n) * element_size < SMALL_BYTES_PER_SM * sms
+    return small, small and m < FEW_ROWS_PER_SM * sms
 
 
 @cache

@@ -70,17 +70,25 @@ def test_partial_affine(affine):
 
 @pytest.mark.parametrize("affine", ["both", "none", "weight", "bias"])
 @pytest.mark.parametrize("n", [1024, 3000, 8192])
-def test_few_rows_take_one_row_a_program_with_the_parameters_loaded_first(n, affine):
-    """Fewer than FEW_ROWS_PER_SM rows a SM: one row a program, more warps, w and b loaded with x;
-    one more row and the table's entry again. The results are as accurate as torch's either way."""
+def test_small_inputs_take_one_row_a_program(n, affine):
+    """Under SMALL_BYTES_PER_SM of padded rows a SM: one row a program, more warps, and w and b loaded
+    with x where the rows are also fewer than FEW_ROWS_PER_SM a SM; one more row past each bound and
+    that ends. The results are as accurate as torch's either way."""
     device = torch.cuda.current_device() if ON_GPU else -1
-    m = host.FEW_ROWS_PER_SM * _common.sm_count(device) - 1
-    few, many = (dispatch.forward_path(n, torch.float16, device, False, host.few_rows(rows, device)).config
-                 for rows in (m, m + 1))  # fmt: skip
-    assert few.block_m == 1 and few.params_first and few.num_warps >= many.num_warps
-    assert not many.params_first and many == dispatch.forward_config(n, 2, device)
-    x = torch.randn(m, n, device=DEVICE, dtype=torch.float16) * 3 + 1
-    check_against_torch(x, (n,), *_params(n, torch.float16, affine))
+    sms = _common.sm_count(device)
+    limit = host.SMALL_BYTES_PER_SM * sms // (_common.next_power_of_2(n) * 2)  # the first row count not small
+    few = min(limit, host.FEW_ROWS_PER_SM * sms)  # the first row count without w and b loaded early
+
+    def config(m):
+        return dispatch.forward_path(m, n, torch.float16, device, False).config
+
+    table = dispatch.forward_config(n, 2, device)
+    assert config(few - 1).block_m == 1 and config(few - 1).params_first and config(few - 1) != table
+    assert config(limit - 1).block_m == 1 and config(limit - 1).params_first == (few == limit)
+    assert config(limit) == table and not table.params_first
+    for m in {few - 1, limit - 1}:
+        x = torch.randn(m, n, device=DEVICE, dtype=torch.float16) * 3 + 1
+        check_against_torch(x, (n,), *_params(n, torch.float16, affine))
 
 
 def test_three_d_input():
@@ -172,9 +180,9 @@ def test_padded_short_rows_take_their_own_configuration():
 
 @needs_gluon
 def test_padded_half_rows_take_two_tiles():
-    """Half-precision rows of 4097 to 8191 and 8193 to 12287 values take the Gluon kernel with a
-    power-of-two tail tile on a GPU; powers of two, float32 rows and longer rows do not, and
-    nothing does with the variants off or in the interpreter (which cannot run Gluon)."""
+    """Half-precision rows of 4097 to 8191 and 8193 to 12288 values take the Gluon kernel with a
+    power-of-two tail tile on a GPU (the H100's table); powers of two, float32 rows, longer rows and
+    small inputs do not, and nothing does with the variants off or in the interpreter (no Gluon)."""
     two_tiles = lambda head, warps, tail: tuning.ForwardConfig(looped=False, block_m=1, block_n=head, num_warps=warps, tail_n=tail)  # noqa: E731
     expected = {
         4097: two_tiles(4096, 8, 256),  # the smallest tail: one column per lane
@@ -183,13 +191,14 @@ def test_padded_half_rows_take_two_tiles():
         8193: two_tiles(8192, 8, 256),
         10240: two_tiles(8192, 8, 2048),
         10241: two_tiles(8192, 16, 4096),  # a 4096-wide tail: 16 warps
-        12287: two_tiles(8192, 16, 4096),
+        12288: two_tiles(8192, 16, 4096),
     }
     for n, cfg in expected.items():
         if not INTERPRET:
             assert dispatch.forward_config(n, 2) == cfg, n
         assert not host.forward_choice(n, 2, -1, False).config.tail_n, n  # variants off
-    for n, size in ((4096, 2), (8192, 2), (12288, 2), (12289, 2), (3584, 2), (4608, 4), (9000, 4)):
+        assert not host.forward_choice(n, 2, -1, True, True).config.tail_n, n  # a small input: one tile
+    for n, size in ((4096, 2), (8192, 2), (12289, 2), (3584, 2), (4608, 4), (9000, 4)):
         assert not dispatch.forward_config(n, size).tail_n, (n, size)
 
 

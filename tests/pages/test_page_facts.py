@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ln_tutorial import dispatch, tuning
+from ln_tutorial import _common, dispatch, host, tuning
 from ln_tutorial_book import bench, plain
 from ln_tutorial.variants import lock, one_launch
 
@@ -54,8 +54,16 @@ FACTS = [
      lambda: tuning.load("no-such-gpu").name == "generic"),
     ("04_forward_advanced", "rows of more than 64 KB",
      lambda: tuning.MAX_FUSED_FWD_BYTES == 65536 and max(FWD) == 65536),
-    ("04_forward_advanced", "padded half-precision rows of 4097 to 12287 values take a variant",
-     lambda: _two_tiles("forward_padded") == {4096: [], 8192: [], 16384: [8191], 32768: [10240, 12287]}),
+    ("04_forward_advanced", "padded half-precision rows of 4097 to 12288 values take a variant",
+     lambda: _two_tiles("forward_padded") == {4096: [], 8192: [], 16384: [8191], 32768: [10240, 12288]}),
+    ("04_forward_advanced", "the H200's table keeps it to 10240 values",
+     lambda: [e.longest for e in tuning.load("nvidia-h200").forward_padded[32768] if e.two_tiles] == [10240]),
+    ("04_forward_advanced", "less than 32 KB of rows (padded) per SM",
+     lambda: host.SMALL_BYTES_PER_SM == 32768 and host.small_call(256, 8192, 2, -1) == (False, False)
+     and host.small_call(2 * _common.sm_count(-1) - 1, 8192, 2, -1)[0]),
+    ("04_forward_advanced", "fewer than four rows per SM, rows of up to 16 KB load",
+     lambda: host.FEW_ROWS_PER_SM == 4 and host.forward_choice(8192, 2, -1, False, True, True).config.params_first
+     and not host.forward_choice(16384, 2, -1, False, True, True).config.params_first),
     ("04_forward_advanced", "a loop over 2048-value steps that wastes nothing",
      lambda: [e.config.block_n for e in TABLE.forward_padded[32768] if e.config.looped] == [2048]),
     ("05_backward_advanced", "256 up to 1024 values, 128 up to 4096, 96 up to 8192 and 64 past that",
