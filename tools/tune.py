@@ -218,7 +218,8 @@ def table_as_data(table) -> dict:
 
     def entry(cfg, why):
         fields = {k: v for k, v in cfg._asdict().items() if v != type(cfg)._field_defaults.get(k, None)}
-        fields.pop("looped", None)
+        if not fields.get("looped"):  # the looped flag alone says a padded entry loops
+            fields.pop("looped", None)
         if not fields.get("block_n"):  # set per row by the launcher
             fields.pop("block_n", None)
         return {**fields, "evidence": why}

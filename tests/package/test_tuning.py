@@ -1,6 +1,7 @@
 """Tuning tables keyed by GPU, the generic table for other GPUs, the default-path switch, ``explain``."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -8,6 +9,7 @@ import torch.nn.functional as F
 
 import ln_tutorial
 from conftest import DEVICE
+from helpers import load_module
 from ln_tutorial import dispatch, host, tuning, variants
 from ln_tutorial._common import INTERPRET
 
@@ -32,6 +34,14 @@ def test_every_shipped_table_parses_and_says_why():
         assert all(why for why in table.evidence.values()), path.name
 
 
+@pytest.mark.parametrize("name", ["generic", *sorted(path.stem for path in tuning.TABLES.glob("*.json"))])
+def test_tune_writes_back_the_table_it_read(name):
+    """tools/tune.py starts from a table and writes it back with its new entries: the same table."""
+    tune = load_module("tune", Path(__file__).resolve().parents[2] / "tools" / "tune.py")
+    table = tuning.load(name)
+    assert tuning.parse(name, tune.table_as_data(table)) == table
+
+
 def test_a_gpu_without_a_table_gets_the_generic_one(monkeypatch):
     """An unknown GPU (an L4, say) gets the generic table, not the H100's."""
     monkeypatch.setattr(tuning, "gpu_name", lambda device: "nvidia-l4")
@@ -44,10 +54,11 @@ def test_a_gpu_without_a_table_gets_the_generic_one(monkeypatch):
         tuning.table_for.cache_clear()
 
 
-@pytest.mark.parametrize("name", ["generic", H100])
+@pytest.mark.parametrize("name", ["generic", *sorted(path.stem for path in tuning.TABLES.glob("*.json"))])
 def test_configurations_cover_every_row(name, monkeypatch):
     """Every row length gets a configuration whose tiles cover it (or a loop, or shared rows), with
-    at most 32 warps, from the generic table as from the measured one."""
+    at most 32 warps, from the generic table as from each measured one, with the variants' entries
+    and without, for small inputs and large."""
     monkeypatch.setenv("LN_TUTORIAL_TUNING", name)
     tuning.table_for.cache_clear()
     host.forward_choice.cache_clear()
@@ -55,9 +66,11 @@ def test_configurations_cover_every_row(name, monkeypatch):
     try:
         for size in (2, 4, 8):
             for n in ROW_LENGTHS:
-                fwd = dispatch.forward_config(n, size)
-                assert fwd.looped or fwd.block_n + fwd.tail_n >= n, (name, n, size)
-                assert 1 <= fwd.num_warps <= 32 and fwd.block_m >= 1
+                for two_tiles in (False, True):
+                    for small in (False, True):
+                        fwd = host.forward_choice(n, size, -1, two_tiles, small, small).config
+                        assert fwd.looped or fwd.block_n + fwd.tail_n >= n, (name, n, size, two_tiles, small)
+                        assert 1 <= fwd.num_warps <= 32 and fwd.block_m >= 1
                 bwd = dispatch.backward_config(n, size)
                 assert bwd.looped or bwd.split or bwd.block_n + bwd.tail_n >= n, (name, n, size)
                 assert 1 <= bwd.num_warps <= 32 and bwd.programs_per_sm >= 1
@@ -89,15 +102,19 @@ def test_generic_table_follows_the_model(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
-@pytest.mark.parametrize("n", [100, 1500, 4100], ids=["short", "padded", "two-tiles-on-a-GPU"])
-def test_default_path_alone_gives_the_same_results(n, dtype):
+@pytest.mark.parametrize("m, n", [
+    pytest.param(37, 100, id="short"), pytest.param(37, 1500, id="padded"), pytest.param(37, 4100, id="small"),
+    pytest.param(300, 4100, id="two-tiles", marks=pytest.mark.gpu),
+    pytest.param(300, 10752, id="two-tiles-or-a-loop", marks=pytest.mark.gpu),
+])  # fmt: skip
+def test_default_path_alone_gives_the_same_results(m, n, dtype):
     """With the variants off every call takes the default kernels with Triton's own launch; the
     outputs and gradients agree with the variants' within the flash-attention rule (the forward
-    bits may differ where a variant computes the statistics differently)."""
-    x = torch.randn(37, n, device=DEVICE, dtype=dtype, requires_grad=True)
+    bits may differ where a variant computes the statistics differently). On a GPU, its own table."""
+    x = torch.randn(m, n, device=DEVICE, dtype=dtype, requires_grad=True)
     weight = torch.randn(n, device=DEVICE, dtype=dtype, requires_grad=True)
     bias = torch.randn(n, device=DEVICE, dtype=dtype, requires_grad=True)
-    dy = torch.randn(37, n, device=DEVICE, dtype=dtype)
+    dy = torch.randn(m, n, device=DEVICE, dtype=dtype)
     results = []
     for enabled in (True, False):
         ln_tutorial.use_variants(enabled)
