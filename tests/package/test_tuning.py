@@ -14,6 +14,7 @@ from ln_tutorial import dispatch, host, tuning, variants
 from ln_tutorial._common import INTERPRET
 
 H100 = "nvidia-h100-80gb-hbm3"
+TABLES = ["generic", *sorted(path.stem for path in tuning.TABLES.glob("*.json"))]  # every table a GPU can get
 ROW_LENGTHS = [*range(1, 70000, 331), 1024, 1792, 2048, 4097, 8192, 9216, 12288, 16384, 32768, 65536]
 
 
@@ -34,7 +35,7 @@ def test_every_shipped_table_parses_and_says_why():
         assert all(why for why in table.evidence.values()), path.name
 
 
-@pytest.mark.parametrize("name", ["generic", *sorted(path.stem for path in tuning.TABLES.glob("*.json"))])
+@pytest.mark.parametrize("name", TABLES)
 def test_tune_writes_back_the_table_it_read(name):
     """tools/tune.py starts from a table and writes it back with its new entries: the same table."""
     tune = load_module("tune", Path(__file__).resolve().parents[2] / "tools" / "tune.py")
@@ -54,7 +55,7 @@ def test_a_gpu_without_a_table_gets_the_generic_one(monkeypatch):
         tuning.table_for.cache_clear()
 
 
-@pytest.mark.parametrize("name", ["generic", *sorted(path.stem for path in tuning.TABLES.glob("*.json"))])
+@pytest.mark.parametrize("name", TABLES)
 def test_configurations_cover_every_row(name, monkeypatch):
     """Every row length gets a configuration whose tiles cover it (or a loop, or shared rows), with
     at most 32 warps, from the generic table as from each measured one, with the variants' entries
