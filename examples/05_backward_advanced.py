@@ -192,7 +192,10 @@ for row_bytes, cfg in table.backward.items():
 # The barrier's two counters stay on the GPU between launches, one pair per
 # stream (``grid_barrier_state``): launches on a stream run one after
 # another, and each leaves the pair ready for the next. Past ``MAX_BYTES``
-# two launches measured slightly faster. The partial rows are the same
+# two launches measured slightly faster, and so they did for rows of 4097 to
+# 8192 half-precision values at 256 to 4096 rows on both GPUs: those table
+# entries say ``"one_launch": false`` (``ln_tutorial.explain`` shows the
+# measurement). The partial rows are the same
 # either way; the one-launch kernel adds them in wider blocks, so
 # :math:`\nabla_w` and :math:`\nabla_b` can differ from the two-launch sums
 # in the last bit, while :math:`\nabla_x` is identical. Each path, run again,

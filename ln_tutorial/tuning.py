@@ -77,7 +77,8 @@ def _forward(entry: dict, looped: bool = False) -> ForwardConfig:
 def _backward(entry: dict, looped: bool = False) -> BackwardConfig:
     return BackwardConfig(
         looped, entry.get("block_m", 1), entry.get("block_n", 0), entry["num_warps"], entry["programs_per_sm"],
-        entry.get("num_stages", 1), entry.get("reload", False), split=entry.get("split", False),
+        entry.get("num_stages", 1), entry.get("reload", False), entry.get("one_launch", True),
+        split=entry.get("split", False),
     )  # fmt: skip
 
 

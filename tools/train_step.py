@@ -8,11 +8,13 @@ AdamW step per iteration, eager or compiled (``torch.compile`` of the model):
   of the embeddings first;
 * ``opt``: pre-norm blocks as ``gpt`` with a ReLU MLP.
 
-Prints one CSV row per model, mode and norm (median and p20/p80 ms per step over
-several repetitions, the two norms interleaved; ``vs_torch_p50``, the median over
-repetitions of the step's time over torch's step timed beside it) and appends them
-to ``--csv`` if given. Python's garbage collector runs before each repetition and is
-paused while it is timed, so that no collection falls inside one norm's repetition.
+Each norm's model is built twice, in the order torch, ours, ours, torch, so that whatever favours a
+model built (or compiled) earlier or later falls on both norms alike; every round, the four take one
+step each in a new random order. Prints one CSV row per model, mode and norm (median and p20/p80 ms
+per step over the rounds, each norm's two models averaged; ``vs_torch_p50``, the median over rounds
+of the step's time over torch's step of the same round) and appends them to ``--csv`` if given.
+Python's garbage collector is paused while the rounds run, so that no collection falls inside one
+model's step.
 
     python tools/train_step.py [--models gpt bert opt] [--modes eager compiled] [--layers 6] [--csv FILE]
 
@@ -23,6 +25,7 @@ that the tool works, not a measurement.
 import argparse
 import csv
 import gc
+import random
 import statistics
 import sys
 import time
@@ -37,6 +40,7 @@ from ln_tutorial_book.bench import run_provenance
 
 #: The hidden width of each model kind, as in Hugging Face's GPT-2, BERT-base and OPT-125m.
 WIDTHS = {"gpt": 1024, "bert": 768, "opt": 768}
+BUILD_ORDER = ("torch", "ln_tutorial", "ln_tutorial", "torch")
 
 
 class Block(torch.nn.Module):
@@ -71,9 +75,9 @@ def model(kind: str, layers: int, width: int, norm: type) -> torch.nn.Module:
     return torch.nn.Sequential(*ends[0], *blocks, *ends[1])
 
 
-def step_times(models, data, amp_dtype, steps: int, repetitions: int):
-    """Milliseconds per step of each model, repetitions interleaved (in alternating order) so that noise
-    and drift hit both alike."""
+def step_times(models, data, amp_dtype, rounds: int):
+    """Milliseconds of each model's steps, one step each per round in a new (seeded) random order, so
+    that noise, drift and the place in a round hit every model alike."""
     device = data.device.type
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     optimizers = [torch.optim.AdamW(m.parameters(), lr=1e-4) for m in models]
@@ -89,18 +93,24 @@ def step_times(models, data, amp_dtype, steps: int, repetitions: int):
     for m, opt in zip(models, optimizers):
         for _ in range(5):  # compiles, where compiled, and warms up
             step(m, opt)
-    for rep in range(repetitions):
-        order = list(zip(models, optimizers, times))
-        for m, opt, out in order if rep % 2 == 0 else order[::-1]:  # A B, B A: no model always goes first
-            gc.collect()
-            gc.disable()
-            sync()
-            start = time.perf_counter()
-            for _ in range(steps):
-                step(m, opt)
-            sync()
-            out.append((time.perf_counter() - start) / steps * 1e3)
-            gc.enable()
+    # No collection inside the timed window: after compiling, a full collection walks about 600,000
+    # objects (0.4 s on an H100's host); frozen, they are never scanned again.
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    order, shuffle = list(range(len(models))), random.Random(0).shuffle
+    try:
+        for _ in range(rounds):
+            shuffle(order)
+            for i in order:
+                sync()
+                start = time.perf_counter()
+                step(models[i], optimizers[i])
+                sync()
+                times[i].append((time.perf_counter() - start) * 1e3)
+    finally:
+        gc.enable()
+        gc.unfreeze()
     return times
 
 
@@ -118,8 +128,7 @@ def main(argv=None):
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=512)
     parser.add_argument("--amp", choices=["bfloat16", "float16"], default="bfloat16")
-    parser.add_argument("--steps", type=int, default=10, help="steps per timed repetition")
-    parser.add_argument("--repetitions", type=int, default=30, help="timed repetitions, the two norms taking turns")
+    parser.add_argument("--rounds", type=int, default=400, help="timed rounds, one step of every model each")
     parser.add_argument("--csv", type=Path, help="append the rows to this file")
     args = parser.parse_args(argv)
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -129,19 +138,27 @@ def main(argv=None):
     for kind in args.models:
         for mode in args.modes:
             width = args.width or WIDTHS[kind]
-            models = [model(kind, args.layers, width, norm).to(device) for norm in norms.values()]
+            # Each norm's model twice, built in the order torch, ours, ours, torch: whatever favours a model
+            # built (or compiled) earlier or later falls on both norms alike.
+            built = [model(kind, args.layers, width, norms[name]).to(device) for name in BUILD_ORDER]
             if mode == "compiled":
-                models = [torch.compile(m) for m in models]
+                built = [torch.compile(m) for m in built]
             data = torch.randn(args.batch, args.seq, width, device=device)
-            times = step_times(models, data, getattr(torch, args.amp), args.steps, args.repetitions)
-            for name, values in zip(norms, times):
+            times = step_times(built, data, getattr(torch, args.amp), args.rounds)
+            # per round, each norm's mean over its two models
+            by_norm = {name: [statistics.mean(pair) for pair in zip(*(t for n, t in zip(BUILD_ORDER, times) if n == name))]
+                       for name in norms}  # fmt: skip
+            for name, values in by_norm.items():
                 p20, p50, p80 = quantiles(values)
-                # paired: each repetition's step over torch's step of the same round, which drift hits alike
-                paired = statistics.median(ours / theirs for ours, theirs in zip(values, times[0]))
+                # paired: each round's step over torch's step of the same round, which drift hits alike
+                paired = statistics.median(ours / theirs for ours, theirs in zip(values, by_norm["torch"]))
                 shape = {"layers": args.layers, "width": width, "batch": args.batch, "seq": args.seq, "amp": args.amp}
                 rows.append({"model": kind, "mode": mode, "norm": name, **shape, "ms_p20": f"{p20:.3f}",
                              "ms_p50": f"{p50:.3f}", "ms_p80": f"{p80:.3f}", "vs_torch_p50": f"{paired:.3f}",
                              **provenance})  # fmt: skip
+            same = [statistics.median(b / a for a, b in zip(times[i], times[j])) for i, j in ((0, 3), (1, 2))]
+            print(f"{kind} {mode}: the second model of the same norm over the first (an A/A check): "
+                  f"torch {same[0]:.3f}, ln_tutorial {same[1]:.3f}", file=sys.stderr)
     writer = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]))
     writer.writeheader()
     writer.writerows(rows)

@@ -43,6 +43,16 @@ def test_tune_writes_back_the_table_it_read(name):
     assert tuning.parse(name, tune.table_as_data(table)) == table
 
 
+def test_an_entry_can_turn_the_one_launch_backward_off():
+    """An entry's ``"one_launch": false`` reaches its configuration (two launches); entries without the key
+    keep one launch for small inputs."""
+    data = json.loads((tuning.TABLES / f"{H100}.json").read_text())
+    data["backward"]["4096"]["one_launch"] = False
+    data["backward"]["8192"].pop("one_launch", None)
+    table = tuning.parse("test", data)
+    assert not table.backward[4096].one_launch and table.backward[8192].one_launch
+
+
 def test_a_gpu_without_a_table_gets_the_generic_one(monkeypatch):
     """An unknown GPU (an L4, say) gets the generic table, not the H100's."""
     monkeypatch.setattr(tuning, "gpu_name", lambda device: "nvidia-l4")
