@@ -19,7 +19,7 @@ TINY_RUNS = {
     "profile_calls.py": ["--shapes", "float32:4x64", "--calls", "2"],
     "host_cost.py": ["--shapes", "4x64", "--via", "module", "--amp", "bfloat16", "--dtypes", "float32", "--calls", "2",
                      "--repetitions", "2"],
-    "train_step.py": ["--models", "bert", "--modes", "eager", "--layers", "1", "--width", "64", "--batch", "1", "--seq", "8", "--steps", "1", "--repetitions", "2"],
+    "train_step.py": ["--models", "bert", "--modes", "eager", "--layers", "1", "--width", "64", "--batch", "1", "--seq", "8", "--rounds", "2"],
 }
 
 
