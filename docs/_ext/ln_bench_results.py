@@ -367,8 +367,9 @@ class HostCost(_BenchDirective):
                  norms["ln_tutorial"]["ms_p50"], _step_ratio(norms)]
                 for (model, mode, layers, width, batch, seq, amp), norms in steps.items()]  # fmt: skip
         if all(r.get("vs_torch_p50") for r in rows):
-            text = _("ms per step: the median over repetitions in which the two models take turns. Ratio: the "
-                     "median over repetitions of ln_tutorial's step over torch's step timed beside it.")
+            text = _("ms per step: the median over rounds in which every model takes one step, in a random order, "
+                     "each norm's two models averaged. Ratio: the median over rounds of ln_tutorial's step over "
+                     "torch's in the same round.")
         else:  # a file recorded before the paired ratio
             text = _("ms per step: the median over repetitions in which the two models take turns. Ratio: "
                      "ln_tutorial's median over torch's.")
