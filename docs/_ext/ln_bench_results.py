@@ -327,7 +327,7 @@ class HostCost(_BenchDirective):
         """The range of the compiled rows' ratios over every file (each as :func:`_norms_by_step` groups it):
         the same kernels run with either norm there (a test of the package checks the graphs), so the range
         is the measurement's own spread."""
-        ratios = sorted(float(_step_ratio(norms)) for steps in files for key, norms in steps.items()
+        ratios = sorted(float(norms["ln_tutorial"]["vs_torch_p50"]) for steps in files for key, norms in steps.items()
                         if key[1] == "compiled" and len(norms) == 2)  # fmt: skip
         if len(ratios) < 2:
             return []
@@ -364,16 +364,11 @@ class HostCost(_BenchDirective):
         header = [self.tr(_("model")), self.tr(_("mode")), self.tr(_("layers × width")), self.tr(_("batch × sequence")),
                   self.tr(_("torch: ms per step")), self.tr(_("ln_tutorial: ms per step")), self.tr(_("ratio"))]  # fmt: skip
         body = [[model, self.tr(_(mode)), f"{layers} × {width}", f"{batch} × {seq}", norms["torch"]["ms_p50"],
-                 norms["ln_tutorial"]["ms_p50"], _step_ratio(norms)]
+                 norms["ln_tutorial"]["ms_p50"], norms["ln_tutorial"]["vs_torch_p50"]]
                 for (model, mode, layers, width, batch, seq, amp), norms in steps.items()]  # fmt: skip
-        if all(r.get("vs_torch_p50") for r in rows):
-            text = _("ms per step: the median over rounds in which every model takes one step, in a random order, "
-                     "each norm's two models averaged. Ratio: the median over rounds of ln_tutorial's step over "
-                     "torch's in the same round.")
-        else:  # a file recorded before the paired ratio
-            text = _("ms per step: the median over repetitions in which the two models take turns. Ratio: "
-                     "ln_tutorial's median over torch's.")
-        text = self.tr(text)
+        text = self.tr(_("ms per step: the median over rounds in which every model takes one step, in a random order, "
+                         "each norm's two models averaged. Ratio: the median over rounds of ln_tutorial's step over "
+                         "torch's in the same round."))  # fmt: skip
         return [_table(header, body), nodes.paragraph(text=text), nodes.paragraph(text=self.measured(rows))]
 
 
@@ -384,11 +379,6 @@ def _norms_by_step(rows: list[dict]) -> dict[tuple, dict[str, dict]]:
         key = (r["model"], r["mode"], r["layers"], r["width"], r["batch"], r["seq"], r["amp"])
         steps.setdefault(key, {})[r["norm"]] = r
     return steps
-
-
-def _step_ratio(norms: dict) -> str:
-    paired = norms["ln_tutorial"].get("vs_torch_p50")
-    return paired or f"{float(norms['ln_tutorial']['ms_p50']) / float(norms['torch']['ms_p50']):.3f}"
 
 
 def _read_rows(path: Path) -> list[dict]:
