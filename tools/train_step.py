@@ -40,6 +40,7 @@ from ln_tutorial_book.bench import run_provenance
 
 #: The hidden width of each model kind, as in Hugging Face's GPT-2, BERT-base and OPT-125m.
 WIDTHS = {"gpt": 1024, "bert": 768, "opt": 768}
+#: Each norm's model twice, in this order (see the module docstring).
 BUILD_ORDER = ("torch", "ln_tutorial", "ln_tutorial", "torch")
 
 
@@ -138,16 +139,13 @@ def main(argv=None):
     for kind in args.models:
         for mode in args.modes:
             width = args.width or WIDTHS[kind]
-            # Each norm's model twice, built in the order torch, ours, ours, torch: whatever favours a model
-            # built (or compiled) earlier or later falls on both norms alike.
             built = [model(kind, args.layers, width, norms[name]).to(device) for name in BUILD_ORDER]
             if mode == "compiled":
                 built = [torch.compile(m) for m in built]
             data = torch.randn(args.batch, args.seq, width, device=device)
             times = step_times(built, data, getattr(torch, args.amp), args.rounds)
-            # per round, each norm's mean over its two models
-            by_norm = {name: [statistics.mean(pair) for pair in zip(*(t for n, t in zip(BUILD_ORDER, times) if n == name))]
-                       for name in norms}  # fmt: skip
+            copies = {name: [times[i] for i, built_as in enumerate(BUILD_ORDER) if built_as == name] for name in norms}
+            by_norm = {name: [statistics.mean(step) for step in zip(*copies[name])] for name in norms}  # per round
             for name, values in by_norm.items():
                 p20, p50, p80 = quantiles(values)
                 # paired: each round's step over torch's step of the same round, which drift hits alike
@@ -156,9 +154,9 @@ def main(argv=None):
                 rows.append({"model": kind, "mode": mode, "norm": name, **shape, "ms_p20": f"{p20:.3f}",
                              "ms_p50": f"{p50:.3f}", "ms_p80": f"{p80:.3f}", "vs_torch_p50": f"{paired:.3f}",
                              **provenance})  # fmt: skip
-            same = [statistics.median(b / a for a, b in zip(times[i], times[j])) for i, j in ((0, 3), (1, 2))]
+            same = {name: statistics.median(b / a for a, b in zip(*copies[name])) for name in norms}
             print(f"{kind} {mode}: the second model of the same norm over the first (an A/A check): "
-                  f"torch {same[0]:.3f}, ln_tutorial {same[1]:.3f}", file=sys.stderr)
+                  + ", ".join(f"{name} {ratio:.3f}" for name, ratio in same.items()), file=sys.stderr)
     writer = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]))
     writer.writeheader()
     writer.writerows(rows)
