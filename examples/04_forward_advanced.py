@@ -187,7 +187,7 @@ for n in (1024, 4096, 6144, 8192):
 print(f"{'N':>7} {'dtype':>9} {'BLOCK_M':>8} {'BLOCK_N':>8} {'TAIL_N':>7} {'warps':>6} {'looped':>7}")
 for n in (128, 768, 1024, 1536, 2560, 4096, 8192, 9216, 16384, 32768, 65536):
     for dtype in (torch.float16, torch.float32):
-        cfg = dispatch.forward_config(n, torch.empty(0, dtype=dtype).element_size())
+        cfg = dispatch.forward_config(n, torch.empty(0, dtype=dtype).element_size(), index)
         tiles = f"{cfg.block_m:>8} {cfg.block_n:>8} {cfg.tail_n:>7}"
         print(f"{n:>7} {str(dtype)[6:]:>9} {tiles} {cfg.num_warps:>6} {cfg.looped!s:>7}")
 
@@ -221,7 +221,8 @@ print(ln_tutorial.explain((4096, 9216), torch.float16))
 # Wide rows
 # ---------
 #
-# *When it matters:* rows of more than 64 KB. A row in registers is fast, but
+# *When it matters:* rows of more than 64 KB, and on the H100 and H200 rows
+# of 64 KB (on the H200, 32 KB too). A row in registers is fast, but
 # registers are finite: an SM has 256 KB of them, shared by all the programs
 # it runs, and the kernel converts every value to float32, so a row of 64 KB
 # of float16 input already needs 128 KB. Past ``MAX_FUSED_FWD_BYTES`` the
@@ -233,21 +234,29 @@ print(ln_tutorial.explain((4096, 9216), torch.float16))
 
 # %%
 # The first sweep cannot centre the values (the mean is not known yet), so it
-# sums :math:`x - s` and :math:`(x - s)^2` around a *shift* :math:`s`, the mean
-# of the first block, and uses
+# sums :math:`x - s` and :math:`(x - s)^2` around a *shift* :math:`s`: each
+# lane :math:`j` takes its own value in the row's first block. A lane that
+# holds :math:`c_j` of the row's values then knows their mean :math:`m_j` and
+# their sum of squared deviations :math:`M_j`, and the formula of Chan, Golub
+# and LeVeque (1983) joins the lanes:
 #
 # .. math::
 #
-#    \mathrm{Var}[x] = \mathrm{E}[(x - s)^2] - \mathrm{E}[x - s]^2 .
+#    N \, \mathrm{Var}[x] = \sum_j \left( M_j + c_j \, (m_j - \mathrm{mean})^2 \right) .
 #
-# This is the one-pass formula again, but applied to values from which
-# something close to the mean has already been removed, so the two terms are
-# no longer nearly equal (Chan, Golub and LeVeque, 1983). The second sweep
-# reads the row again to write :math:`y`. The row is still in the L2 cache at
-# that point, and the loads say so: the first sweep loads with
-# ``eviction_policy="evict_last"`` (keep these lines in the cache), the second
-# with ``"evict_first"`` (they will not be needed again), so the re-read costs
-# little memory traffic.
+# Each shift is a value of the row, so :math:`x - s` is small and the squares
+# do not cancel as in the plain one-pass formula. No sum has to finish before
+# the sweep starts, and ``N`` is a compile-time constant here: the compiler
+# knows how many steps a sweep takes and that only the last may be partial,
+# so it issues every load of the sweep at once, unmasked. The kernel is
+# compiled once per row width, as Inductor's are. A 64 KB row held in
+# registers leaves an SM one row's loads in flight at a time, so on the H100
+# and H200 the tables loop those rows too (``ln_tutorial.explain`` prints the
+# entry's measurement). The second sweep reads the row again to write
+# :math:`y`. The row is still in the L2 cache at that point, and the loads
+# say so: the first sweep loads with ``eviction_policy="evict_last"`` (keep
+# these lines in the cache), the second with ``"evict_first"`` (they will
+# not be needed again), so the re-read costs little memory traffic.
 #
 # A launch configuration can also be passed explicitly, which lets us run the
 # looped kernel on a small input, with a step of 128 elements, and compare it

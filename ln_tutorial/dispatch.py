@@ -59,14 +59,14 @@ def forward_path(m: int, n: int, dtype: torch.dtype, device: int, use_variants: 
 def _forward_path(n, dtype, device, use_variants, small, params_first) -> ForwardPath:
     two_tiles = use_variants and not INTERPRET  # Gluon: GPU only
     choice = host.forward_choice(n, dtype.itemsize, device, two_tiles, small, params_first)
-    return ForwardPath(choice.config, choice.why, forward_call(choice.config, dtype))
+    return ForwardPath(choice.config, choice.why, forward_call(choice.config, dtype, n))
 
 
-def forward_call(cfg: ForwardConfig, dtype: torch.dtype) -> KernelCall:
+def forward_call(cfg: ForwardConfig, dtype: torch.dtype, n: int) -> KernelCall:
     if not cfg.tail_n:
-        return host.forward_call(cfg, dtype)
+        return host.forward_call(cfg, dtype, n)
     if INTERPRET:  # it cannot run Gluon: one program per row, in one tile of the next power of two
-        return host.forward_call(cfg._replace(block_n=next_power_of_2(cfg.block_n + cfg.tail_n), tail_n=0), dtype)
+        return host.forward_call(cfg._replace(block_n=next_power_of_2(cfg.block_n + cfg.tail_n), tail_n=0), dtype, n)
     from ln_tutorial.variants import two_tiles  # Gluon: imported only where the variants run
 
     return host.kernel_call(two_tiles.layer_norm_fwd_two_tiles_kernel, BLOCK_N=cfg.block_n,
@@ -127,9 +127,9 @@ def _backward_path(m, n, dtype, device, cfg, why, has_dw, has_db, one) -> Backwa
 def layer_norm_forward(x, weight, bias, eps: float, config: Optional[ForwardConfig] = None):
     """``y``, ``mean``, ``rstd`` of the rows of ``x`` (M, N); ``config``: the caller's configuration."""
     _check_device(x)
-    if config is not None:
-        return host.layer_norm_forward(x, weight, bias, eps, config, forward_call(config, x.dtype), runner())
     m, n = x.shape
+    if config is not None:
+        return host.layer_norm_forward(x, weight, bias, eps, config, forward_call(config, x.dtype, n), runner())
     path = forward_path(m, n, x.dtype, x.get_device(), variants_on())
     return host.layer_norm_forward(x, weight, bias, eps, path.config, path.call, runner())
 

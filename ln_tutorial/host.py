@@ -80,11 +80,12 @@ def forward_choice(n: int, element_size: int, device: int, two_tiles: bool, smal
         cfg = ForwardConfig(looped=False, block_m=min(64, 8192 // row_bytes), block_n=block_n, num_warps=4)
         return Choice(cfg, "tiny rows: packed several to a program, about 8 KB per program")
     else:
-        cfg = table.forward[row_bytes]._replace(block_n=block_n)
+        cfg = table.forward[row_bytes]
+        cfg = cfg if cfg.looped else cfg._replace(block_n=block_n)  # a looped entry's step is its own
         why = f"forward entry for {row_bytes}-byte rows: {table.evidence.get(('forward', row_bytes), '')}"
     if small and not cfg.looped:  # one row a program, one tile; w and b early where no other row hides them
         warps, first = 4 if row_bytes < 4096 else 8, params_first and row_bytes <= 16384
-        cfg = cfg._replace(block_m=1, block_n=block_n, num_warps=warps, params_first=first)
+        cfg = cfg._replace(block_m=1, num_warps=warps, params_first=first)
         why = f"small input: {warps} warps a row"
     return Choice(cfg, why + (", w and b loaded with x" if cfg.params_first else ""))
 
@@ -171,11 +172,12 @@ def forward_arguments(x, y, weight, bias, mean, rstd, stride_x: int, stride_y: i
                 eps=eps_hi, eps_lo=eps_lo)  # fmt: skip
 
 
-def forward_call(cfg: ForwardConfig, dtype: torch.dtype) -> KernelCall:
-    """The default forward kernel that ``cfg`` selects, with its compile-time arguments."""
+def forward_call(cfg: ForwardConfig, dtype: torch.dtype, n: int) -> KernelCall:
+    """The default forward kernel that ``cfg`` selects for rows of ``n`` values, with its compile-time
+    arguments (the looped kernel's include ``n``: it compiles once per row width)."""
     meta = dict(BLOCK_N=cfg.block_n, COMPUTE=compute_dtype(dtype), num_warps=cfg.num_warps)
     if cfg.looped:
-        return kernel_call(kernels.layer_norm_fwd_looped_kernel, **meta)
+        return kernel_call(kernels.layer_norm_fwd_looped_kernel, N=n, **meta)
     return kernel_call(kernels.layer_norm_fwd_kernel, BLOCK_M=cfg.block_m, PARAMS_FIRST=cfg.params_first, **meta)
 
 

@@ -88,20 +88,22 @@ def layer_norm_fwd_looped_kernel(
     RSTD,  # per-row reciprocal standard deviation, (M,), COMPUTE dtype
     stride_x,  # elements between two rows of X
     stride_y,  # elements between two rows of Y
-    N,  # number of columns; usually more than BLOCK_N
     eps,  # added to the variance (rounded to float32 by Triton)
     eps_lo,  # eps minus its float32 rounding
+    N: tl.constexpr,  # number of columns, compiled in: the loops' steps are counted, full steps unmasked
     BLOCK_N: tl.constexpr,  # columns handled per loop step
     COMPUTE: tl.constexpr,  # accumulation dtype
 ):
     """Rows too wide for registers (or padded by a third or more, see ``host.forward_choice``): one row
     per program, two sweeps over it.
 
-    The first sweep accumulates Σ(x - s) and Σ(x - s)² around a shift ``s``,
-    the mean of the first block (or of the row, if shorter). Shifting by a
-    value close to the mean keeps ``var = E[(x-s)²] - E[x-s]²`` from
-    cancelling. The second sweep re-reads the row (mostly from L2) and
-    writes ``y``.
+    The first sweep accumulates, lane by lane, Σ(x - s) and Σ(x - s)² around
+    a shift ``s``: the lane's value in the row's first block. Shifting by a
+    value of the row keeps ``E[(x-s)²] - E[x-s]²`` from cancelling, and since
+    no sum has to finish before the sweep starts, all its loads can be in
+    flight at once. Chan's formula then joins the lanes' counts, means and
+    sums of squared deviations. The second sweep re-reads the row (mostly
+    from L2) and writes ``y``.
     """
     inv_n = reciprocal(N, COMPUTE)
     row = tl.program_id(0).to(tl.int64)
@@ -110,21 +112,22 @@ def layer_norm_fwd_looped_kernel(
     cols = tl.arange(0, BLOCK_N)
 
     # Masked: a float64 row of 8193 to 16383 values is looped but shorter than one step.
-    first = tl.load(x_row + cols, mask=cols < N, other=0.0).to(COMPUTE)
-    shift = tl.sum(first, axis=0) / tl.minimum(N, BLOCK_N)
+    shift = tl.load(x_row + cols, mask=cols < N, other=0.0, eviction_policy="evict_last").to(COMPUTE)
     sum_dev = tl.zeros([BLOCK_N], dtype=COMPUTE)
     sum_sq_dev = tl.zeros([BLOCK_N], dtype=COMPUTE)
-    for start in range(0, N, BLOCK_N):
+    for start in range(BLOCK_N, N, BLOCK_N):
         mask = start + cols < N
         # evict_last: keep the row in L2 for the second sweep
         x = tl.load(x_row + start + cols, mask=mask, other=0.0, eviction_policy="evict_last").to(COMPUTE)
         dev = tl.where(mask, x - shift, 0.0)
         sum_dev += dev
         sum_sq_dev += dev * dev
-    mean_dev = tl.sum(sum_dev, axis=0) * inv_n
-    var = tl.maximum(tl.sum(sum_sq_dev, axis=0) * inv_n - mean_dev * mean_dev, 0.0)
-    mean = shift + mean_dev
-    rstd = 1.0 / tl.sqrt(var + eps + eps_lo)
+    count = ((N + BLOCK_N - 1 - cols) // BLOCK_N).to(COMPUTE)  # the lane's values (0 past a short row's end)
+    lane_dev = sum_dev / tl.maximum(count, 1.0)  # the lane's mean, minus its shift
+    mean = tl.sum(shift * count + sum_dev, axis=0) * inv_n
+    spread = shift - mean + lane_dev  # the lane's mean, minus the row's
+    var = tl.sum(sum_sq_dev - sum_dev * lane_dev + count * spread * spread, axis=0) * inv_n
+    rstd = 1.0 / tl.sqrt(tl.maximum(var, 0.0) + eps + eps_lo)
 
     for start in range(0, N, BLOCK_N):
         mask = start + cols < N

@@ -66,7 +66,7 @@ def launch_breakdown(m, n, dtype, calls):
     y, mean, rstd = dispatch.layer_norm_forward(x, w, b, 1e-5)
     cfg = dispatch.forward_config(n, x.element_size())
     # Triton's own launch of the kernel the package picks (rows of one tile: the looped kernel takes other arguments).
-    kernel = dispatch.forward_call(cfg, x.dtype)
+    kernel = dispatch.forward_call(cfg, x.dtype, n)
     named = host.forward_arguments(x, y, w, b, mean, rstd, x.stride(0), y.stride(0), m, n, 1e-5)
     args = [named[name] for name in kernel.names]
     bare = lambda: kernel.kernel[(triton.cdiv(m, cfg.block_m),)](*args, **dict(kernel.meta))  # noqa: E731

@@ -43,10 +43,11 @@ def forward_candidates(n, size):
         per_thread = block_m * block_n // (32 * warps)
         if 4 <= per_thread <= 64 and block_m * block_n <= 65536:
             yield tuning.ForwardConfig(False, block_m, block_n, warps)
-    if n >= 16384:
-        for step, warps in itertools.product((8192, 16384), (16, 32)):
-            yield tuning.ForwardConfig(True, 1, step, warps)
-    elif n > 4096 and block_n > n:  # padded rows: a loop over the row wastes no lanes
+    if n >= 8192:  # a loop: all of a row's loads in flight at once (its width is compiled in)
+        for step, warps in itertools.product((4096, 8192, 16384), (8, 16, 32)):
+            if step <= block_n and 4 <= step // (32 * warps) <= 64:
+                yield tuning.ForwardConfig(True, 1, step, warps)
+    if n > 4096 and block_n > n:  # padded rows: a loop over the row wastes no lanes
         for step, warps in itertools.product((1024, 2048, 4096, 8192), (4, 8, 16)):
             yield tuning.ForwardConfig(True, 1, step, warps)
 
@@ -185,13 +186,19 @@ def write_entry(path: str, mode: str, n: int, size: int, cfg, evidence: str) -> 
         data["measured"] = f"tools/tune.py, torch {torch.__version__}, triton {triton.__version__}"
     row_bytes = triton.next_power_of_2(n) * size
     wide = row_bytes > (tuning.MAX_FUSED_FWD_BYTES if mode == "forward" else tuning.MAX_FUSED_BWD_BYTES)
-    if wide != (cfg.looped or getattr(cfg, "split", False)) or getattr(cfg, "tail_n", 0):
+    if mode == "forward" and cfg.looped:  # a forward loop may win at any width
+        mismatch = not wide and triton.next_power_of_2(n) != n
+    else:
+        mismatch = wide != (cfg.looped or getattr(cfg, "split", False))
+    if mismatch or getattr(cfg, "tail_n", 0):
         return  # a padded row's best (a loop, shared rows, two tiles) belongs to a padded entry, not written here
     if mode == "forward":
         entry = {"block_m": cfg.block_m, "num_warps": cfg.num_warps}
-        section, key = ("forward_looped", None) if cfg.looped else ("forward", str(row_bytes))
+        section, key = ("forward_looped", None) if wide else ("forward", str(row_bytes))
         if cfg.looped:
             entry["block_n"] = cfg.block_n
+            if not wide:
+                entry["looped"] = True
     else:
         entry = {"block_m": cfg.block_m, "num_warps": cfg.num_warps, "programs_per_sm": cfg.programs_per_sm,
                  "num_stages": cfg.num_stages, "reload": cfg.reload}  # fmt: skip

@@ -53,6 +53,28 @@ def test_an_entry_can_turn_the_one_launch_backward_off():
     assert not table.backward[4096].one_launch and table.backward[8192].one_launch
 
 
+def test_a_looped_forward_entry_keeps_its_step_and_tune_writes_it_back(monkeypatch, tmp_path):
+    """A forward entry that loops rows which fit the registers runs the looped kernel in its own steps (not
+    one step of the padded row), and tools/tune.py writes such a winner into that entry."""
+    data = json.loads((tuning.TABLES / f"{H100}.json").read_text())
+    data["forward"]["32768"] = {"looped": True, "block_n": 4096, "num_warps": 16, "evidence": "test"}
+    monkeypatch.setattr(host, "table_for", lambda device: tuning.parse("test", data))
+    host.forward_choice.cache_clear()
+    try:
+        cfg = host.forward_choice(16384, 2, -1, False).config
+        assert cfg == tuning.ForwardConfig(looped=True, block_m=1, block_n=4096, num_warps=16)
+        assert dict(host.forward_call(cfg, torch.bfloat16, 16384).meta)["N"] == 16384  # compiled in
+    finally:
+        host.forward_choice.cache_clear()
+    tune = load_module("tune", Path(__file__).resolve().parents[2] / "tools" / "tune.py")
+    path = tmp_path / "table.json"
+    path.write_text(json.dumps(json.loads((tuning.TABLES / f"{H100}.json").read_text())))
+    tune.write_entry(str(path), "forward", 16384, 2, tuning.ForwardConfig(True, 1, 8192, 16), "test")
+    tune.write_entry(str(path), "forward", 14336, 2, tuning.ForwardConfig(True, 1, 2048, 8), "padded")
+    written = tuning.parse("written", json.loads(path.read_text()))
+    assert written.forward[32768] == tuning.ForwardConfig(True, 1, 8192, 16)  # padded rows' loops are not written
+
+
 def test_a_gpu_without_a_table_gets_the_generic_one(monkeypatch):
     """An unknown GPU (an L4, say) gets the generic table, not the H100's."""
     monkeypatch.setattr(tuning, "gpu_name", lambda device: "nvidia-l4")
