@@ -164,7 +164,7 @@ for n in (1024, 4096, 6144, 8192):
 # on a GPU. A row of 9216 float16 values sits in a tile 16384 wide: 44 % of
 # the lanes load nothing yet hold registers. For such rows the table's
 # ``forward_padded`` entries come first (fewer warps, one row per program, or
-# a loop over 2048-value steps that wastes nothing).
+# a loop over steps of 2048 or 4096 values, which idles few lanes).
 #
 # On an H100, with Triton 3.6 or later, padded half-precision rows of 4097
 # to 12288 values take a variant written in Gluon, Triton's lower-level
