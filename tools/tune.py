@@ -117,6 +117,7 @@ def main(argv=None):
     parser.add_argument("--table", help="tuning table (JSON) to write the fastest configurations into")
     args = parser.parse_args(argv)
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    index = torch.cuda.current_device() if torch.cuda.is_available() else -1  # whose table holds the default
     shapes_by_dtype = SHAPES
     if args.shapes:
         shapes_by_dtype = {}
@@ -132,13 +133,13 @@ def main(argv=None):
             w, b = torch.randn(n, device=device, dtype=dtype), torch.randn(n, device=device, dtype=dtype)
             size = x.element_size()
             if args.mode == "forward":
-                default = dispatch.forward_config(n, size)
+                default = dispatch.forward_config(n, size, index)
                 cands = list(dict.fromkeys([default, *forward_candidates(n, size)]))
                 run = lambda c: dispatch.layer_norm_forward(x, w, b, 1e-5, config=c)
             else:
                 _, mean, rstd = dispatch.layer_norm_forward(x, w, b, 1e-5)
                 dy = torch.randn_like(x)
-                default = dispatch.backward_config(n, size)
+                default = dispatch.backward_config(n, size, index)
                 cands = list(dict.fromkeys([default, *backward_candidates(n, size)]))
                 run = lambda c: dispatch.layer_norm_backward(dy, x, w, b, mean, rstd, config=c)
             results = []
