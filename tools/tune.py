@@ -117,7 +117,7 @@ def main(argv=None):
     parser.add_argument("--table", help="tuning table (JSON) to write the fastest configurations into")
     args = parser.parse_args(argv)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    index = torch.cuda.current_device() if torch.cuda.is_available() else -1  # whose table holds the default
+    index = device_index()  # whose table holds the default
     shapes_by_dtype = SHAPES
     if args.shapes:
         shapes_by_dtype = {}
@@ -168,16 +168,20 @@ def device_name() -> str:
     return torch.cuda.get_device_name() if torch.cuda.is_available() else "the interpreter"
 
 
+def device_index() -> int:
+    """The GPU being tuned, or -1 (the interpreter): which table is its current one."""
+    return torch.cuda.current_device() if torch.cuda.is_available() else -1
+
+
 def write_entry(path: str, mode: str, n: int, size: int, cfg, evidence: str) -> None:
     """Put ``cfg`` into the tuning table at ``path`` as the entry for rows like ``n`` values of ``size`` bytes.
 
     Padded half-precision rows keep their own entries (``forward_padded``), which this does not write.
     """
-    device = torch.cuda.current_device() if torch.cuda.is_available() else -1
     if os.path.exists(path):
         data = json.loads(open(path).read())
     else:  # start from the table this GPU uses now, as data, each entry marked as not tuned here
-        base = tuning.table_for(device)
+        base = tuning.table_for(device_index())
         data = table_as_data(base)
         for section in data.values():
             for item in section.values() if "evidence" not in section else [section]:
