@@ -273,15 +273,19 @@ for row_bytes, cfg in table.backward.items():
 # has one part.
 #
 # How wide a part? Narrow parts put more programs on each row and fewer
-# columns in each program's registers. On the H100 parts of 2048 columns won
-# (the table's ``backward_split`` entries, one per element size). Wider parts
-# for the widest half-precision rows gained less than two recordings of the
-# same code differ (the performance notes list them with the other variants
-# that did not pay), so the package keeps one part width.
+# columns in each program's registers. Each GPU's table has a
+# ``backward_split`` entry per element size, chosen on that GPU. On the H100
+# parts of 2048 columns won; wider parts for the widest half-precision rows
+# gained less there than two recordings of the same code differ. The H200
+# needs more bytes in flight per SM, and its table, tuned there, takes wider
+# parts for 2-byte values:
 
-for size, cfg in table.backward_split.items():
-    print(f"{size}-byte values: parts of {cfg.block_n} columns, {cfg.num_warps} warps, "
-          f"{cfg.programs_per_sm} programs per SM ({table.evidence[('backward_split', size)]})")
+for gpu in ("nvidia-h100-80gb-hbm3", "nvidia-h200"):
+    gpu_table = tuning.load(gpu)
+    print(gpu)
+    for size, cfg in gpu_table.backward_split.items():
+        print(f"{size}-byte values: parts of {cfg.block_n} columns, {cfg.num_warps} warps, "
+              f"{cfg.programs_per_sm} programs per SM ({gpu_table.evidence[('backward_split', size)]})")
 
 # %%
 # Why is there a C++ autograd node?
