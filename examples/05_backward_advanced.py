@@ -281,11 +281,11 @@ for row_bytes, cfg in table.backward.items():
 # parts for 2-byte values:
 
 for gpu in ("nvidia-h100-80gb-hbm3", "nvidia-h200"):
-    gpu_table = tuning.load(gpu)
+    table = tuning.load(gpu)
     print(gpu)
-    for size, cfg in gpu_table.backward_split.items():
+    for size, cfg in table.backward_split.items():
         print(f"{size}-byte values: parts of {cfg.block_n} columns, {cfg.num_warps} warps, "
-              f"{cfg.programs_per_sm} programs per SM ({gpu_table.evidence[('backward_split', size)]})")
+              f"{cfg.programs_per_sm} programs per SM ({table.evidence[('backward_split', size)]})")
 
 # %%
 # Why is there a C++ autograd node?
