@@ -230,7 +230,7 @@ print(ln_tutorial.explain((4096, 9216), torch.float16))
 # the table's ``forward_looped`` entry, which selects a second kernel. It walks each row in
 # steps of ``BLOCK_N`` elements, twice:
 
-# ln_tutorial:source ln_tutorial.kernels.layer_norm_fwd_looped_kernel
+# ln_tutorial:source ln_tutorial.kernels.layer_norm_fwd_looped_kernel from "inv_n = reciprocal"
 
 # %%
 # The first sweep cannot centre the values (the mean is not known yet), so it

@@ -64,18 +64,18 @@ torch.manual_seed(0)
 # from 0 to 1.
 # ``COUNT`` records whether the buffer already holds a partial sum: the first
 # program to arrive stores its row instead of adding it to an uninitialized
-# buffer, which saves zeroing the buffers beforehand. The barrier before the
+# buffer, which saves zeroing the buffers first. The barrier before the
 # release makes every thread's stores land before the next owner reads.
 
 # ln_tutorial:source ln_tutorial.variants.lock.layer_norm_bwd_lock_kernel from "group = row % GROUP_SIZE_M" to "tl.atomic_xchg(lock, 0)"
 
 # %%
-# The tutorial's 2022 page had two bugs that the package's kernel avoids. Its
+# The tutorial's 2022 page had two bugs, avoided here. Its
 # buffers were in the input's dtype, so a float16 model summed
 # :math:`\nabla_w` in float16 and rounded away the small terms; here they
 # hold float32 sums (float64 for float64 input). And it released the lock
 # without the barrier, so the next owner could read a half-written buffer.
-# A missing weight or bias is allowed. The number of buffers (``ln_tutorial.variants.lock.group_size``) follows
+# The number of buffers (``ln_tutorial.variants.lock.group_size``) follows
 # the tutorial's heuristic, more for short rows, whose programs finish
 # quickly and would otherwise spend their time waiting: 256 up to 1024
 # values, 128 up to 4096, 96 up to 8192 and 64 past that. A second kernel,
@@ -83,9 +83,8 @@ torch.manual_seed(0)
 # order; the default backward uses it too.
 #
 # On a GPU, two calls of the lock backward on the same data give different
-# :math:`\nabla_w`. (The interpreter runs programs one after another, always
-# in the same order, so on a CPU the runs agree and the race for the locks
-# cannot be seen.)
+# :math:`\nabla_w`; the interpreter runs programs one after another, always
+# in the same order, so it cannot show the race.
 
 M, N = (4096, 4096) if ON_GPU else (48, 256)
 x = (-2.3 + 0.5 * torch.randn(M, N, device=DEVICE)).requires_grad_(True)
@@ -117,7 +116,7 @@ print(f"lock strategy, dw: relative error {relative_error(runs[0], dw_exact):.1e
 # ln_tutorial:source ln_tutorial.kernels.layer_norm_bwd_persistent_kernel from "row_begin = pid" to "store_partial_row(PARTIAL"
 
 # %%
-# Three details come from measurements on an H100:
+# Three details, measured on an H100:
 #
 # * The loop is a ``tl.range(..., num_stages=NUM_STAGES)``: with more than
 #   one stage, Triton issues the loads of the next tiles while the current
@@ -181,17 +180,15 @@ for row_bytes, cfg in table.backward.items():
 # The barrier needs every program of the grid on the GPU at once: a
 # *cooperative* launch (Triton's ``launch_cooperative_grid=True``) promises
 # it, or fails when the grid is too large; the package then remembers the
-# refusal and takes two launches for that configuration. The interpreter runs
-# the programs one after another, so there the barrier would never open: it
-# always takes two launches. The kernel is the persistent kernel, called as
+# refusal and takes two launches for that configuration, as the interpreter,
+# which runs the programs one after another, always does. The kernel is the persistent kernel, called as
 # a function, then the barrier and a share of the second stage:
 
 # ln_tutorial:source ln_tutorial.variants.one_launch.layer_norm_bwd_one_launch_kernel from "layer_norm_bwd_persistent_kernel("
 
 # %%
-# The barrier's two counters stay on the GPU between launches, one pair per
-# stream (``grid_barrier_state``): launches on a stream run one after
-# another, and each leaves the pair ready for the next. Past ``MAX_BYTES``
+# The barrier's counters stay on the GPU, one pair per stream
+# (``grid_barrier_state``), each launch leaving them ready for the next. Past ``MAX_BYTES``
 # two launches measured slightly faster, and so they did for rows of 4097 to
 # 8192 half-precision values at 256 to 4096 rows on both GPUs: those table
 # entries say ``"one_launch": false`` (``ln_tutorial.explain`` shows the
@@ -260,21 +257,18 @@ for row_bytes, cfg in table.backward.items():
 # barrier's generation number, plus one, is also the launch's "written" flag:
 # every program reads it before any can pass the barrier that moves it on.
 # Records left by earlier launches carry earlier flags, so they need no
-# zeroing for each call (``records_state`` keeps them per stream, next to the
-# barrier). In the interpreter the flag is 1, the records are zeroed for
+# zeroing for each call. In the interpreter the flag is 1, the records are zeroed for
 # each call and a second kernel adds the partial rows.
 #
 # The programs of a group wait for each other, so the launch is cooperative.
-# When the package chose the configuration, a refusal (or a row with more
-# parts than the GPU holds programs) sends the call to the configuration
-# without shared rows (``ln_tutorial.dispatch.backward_choice``): the looped
-# kernels, or one 16384-wide tile for padded half-precision rows. In the
-# interpreter, where a program would wait forever for a later one, each row
-# has one part.
+# If the driver refuses it, or a row has more parts than the GPU holds
+# programs, ``ln_tutorial.dispatch.backward_choice`` takes the configuration
+# without shared rows. In the interpreter, where a program would wait
+# forever for a later one, each row has one part.
 #
 # How wide a part? Narrow parts put more programs on each row and fewer
 # columns in each program's registers. Each GPU's table has a
-# ``backward_split`` entry per element size, chosen on that GPU. On the H100
+# ``backward_split`` entry per element size. On the H100
 # parts of 2048 columns won; wider parts for the widest half-precision rows
 # gained less there than two recordings of the same code differ. The H200
 # needs more bytes in flight per SM, and its table, tuned there, takes wider
@@ -311,9 +305,9 @@ for gpu in ("nvidia-h100-80gb-hbm3", "nvidia-h200"):
 # persistent kernel in one launch or two, the split kernel, or the looped
 # kernels. With ``ln_tutorial.use_variants(False)`` (or
 # ``LN_TUTORIAL_VARIANTS=0``) it takes the default kernels alone. Here is
-# what the default picks for a few row lengths (``ln_tutorial.explain`` says
-# it for one shape, with the reason), and a last check: the default backward
-# against the plain one of the second page.
+# what the default picks for a few row lengths, what ``ln_tutorial.explain``
+# says for one shape, and a last check against the plain backward of the
+# second page.
 
 print(f"{'N':>7} {'dtype':>9} {'BLOCK_M':>8} {'BLOCK_N':>8} {'warps':>6} {'per SM':>7} {'stages':>7} "
       f"{'reload':>7} {'TAIL_N':>7} {'looped':>7} {'split':>6}")
