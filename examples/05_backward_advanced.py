@@ -56,8 +56,8 @@ torch.manual_seed(0)
 # ---------------------------------------
 #
 # *When it matters:* to compare with the Triton tutorial
-# (``backward_strategy="lock"``); the package never picks it by itself. The
-# second page explains the idea and its problems. After writing its row of
+# (``backward_strategy="lock"``); the package never picks it by itself.
+# After writing its row of
 # :math:`\nabla_x`, each program adds its row's terms into one of
 # ``GROUP_SIZE_M`` shared buffers. ``tl.atomic_cas(lock, 0, 1)`` returns the
 # old value, so the loop spins until this program is the one that changed it
@@ -103,8 +103,8 @@ print(f"lock strategy, dw: relative error {relative_error(runs[0], dw_exact):.1e
 # How does one program keep enough loads in flight?
 # -------------------------------------------------
 #
-# *When it matters:* every row that fits in registers (up to 32 KB). As on
-# the second page, each program owns rows and keeps its partial sums of
+# *When it matters:* every row that fits in registers (up to 32 KB). Each
+# program owns rows and keeps its partial sums of
 # :math:`\nabla_w` and :math:`\nabla_b` in registers. The
 # default kernel, ``ln_tutorial.kernels.layer_norm_bwd_persistent_kernel``,
 # gives each program a contiguous range of rows and walks it ``BLOCK_M``
@@ -191,8 +191,7 @@ for row_bytes, cfg in table.backward.items():
 # (``grid_barrier_state``), each launch leaving them ready for the next. Past ``MAX_BYTES``
 # two launches measured slightly faster, and so they did for rows of 4097 to
 # 8192 half-precision values at 256 to 4096 rows on both GPUs: those table
-# entries say ``"one_launch": false`` (``ln_tutorial.explain`` shows the
-# measurement). The partial rows are the same
+# entries say ``"one_launch": false``. The partial rows are the same
 # either way; the one-launch kernel adds them in wider blocks, so
 # :math:`\nabla_w` and :math:`\nabla_b` can differ from the two-launch sums
 # in the last bit, while :math:`\nabla_x` is identical. Each path, run again,
@@ -213,11 +212,10 @@ for row_bytes, cfg in table.backward.items():
 # its part, writes it to global memory, and reads the others' parts. (float64
 # rows loop, because the trade carries float32 sums.)
 #
-# The trade happens once per row, so it must be cheap. Each part of a sum
-# travels in one 64-bit word with a "written" flag in its upper half, and the
-# word is written atomically: a program that reads the flag reads the sum
-# with it, so there is no flag to order against the data, no fence and no
-# barrier. The two sums go through one ``tl.reduce`` with a combine function
+# Each part of a sum travels, once per row, in one 64-bit word with a
+# "written" flag in its upper half, and the word is written atomically: a
+# program that reads the flag reads the sum with it, so there is no flag to
+# order against the data, no fence and no barrier. The two sums go through one ``tl.reduce`` with a combine function
 # (``add_pair``), which exchanges both between warps at once where two
 # ``tl.sum`` calls would exchange twice.
 
