@@ -12,7 +12,8 @@ Each norm's model is built twice, in the order torch, ours, ours, torch, so that
 model built (or compiled) earlier or later falls on both norms alike; every round, the four take one
 step each in a new random order. Prints one CSV row per model, mode and norm (median and p20/p80 ms
 per step over the rounds, each norm's two models averaged; ``vs_torch_p50``, the median over rounds
-of the step's time over torch's step of the same round) and appends them to ``--csv`` if given.
+of the step's time over torch's step of the same round; ``aa_p50``, the same median of the norm's
+second model over its first, an A/A check) and appends them to ``--csv`` if given.
 Python's garbage collector is paused while the rounds run, so that no collection falls inside one
 model's step.
 
@@ -150,18 +151,21 @@ def main(argv=None):
                 p20, p50, p80 = quantiles(values)
                 # paired: each round's step over torch's step of the same round, which drift hits alike
                 paired = statistics.median(ours / theirs for ours, theirs in zip(values, by_norm["torch"]))
+                # A/A: the norm's second model over its first, paired the same way: the measurement's own spread
+                same = statistics.median(second / first for first, second in zip(*copies[name]))
                 shape = {"layers": args.layers, "width": width, "batch": args.batch, "seq": args.seq, "amp": args.amp}
                 rows.append({"model": kind, "mode": mode, "norm": name, **shape, "ms_p20": f"{p20:.3f}",
                              "ms_p50": f"{p50:.3f}", "ms_p80": f"{p80:.3f}", "vs_torch_p50": f"{paired:.3f}",
-                             **provenance})  # fmt: skip
-            same = {name: statistics.median(b / a for a, b in zip(*copies[name])) for name in norms}
-            print(f"{kind} {mode}: the second model of the same norm over the first (an A/A check): "
-                  + ", ".join(f"{name} {ratio:.3f}" for name, ratio in same.items()), file=sys.stderr)
+                             "aa_p50": f"{same:.3f}", **provenance})  # fmt: skip
     writer = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]))
     writer.writeheader()
     writer.writerows(rows)
     if args.csv:
         new = not args.csv.exists()
+        if not new:
+            with args.csv.open(newline="") as f:
+                if next(csv.reader(f), []) != list(rows[0]):
+                    raise SystemExit(f"{args.csv} has other columns than this tool writes: name a new file")
         with args.csv.open("a", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
             if new:

@@ -369,6 +369,12 @@ class HostCost(_BenchDirective):
         text = self.tr(_("ms per step: the median over rounds in which every model takes one step, in a random order, "
                          "each norm's two models averaged. Ratio: the median over rounds of ln_tutorial's step over "
                          "torch's in the same round."))  # fmt: skip
+        if all("aa_p50" in r for r in rows):  # recorded since the tool writes the A/A check
+            header.append(self.tr(_("A/A: torch, ln_tutorial")))
+            for line, norms in zip(body, steps.values()):
+                line.append(f'{norms["torch"]["aa_p50"]}, {norms["ln_tutorial"]["aa_p50"]}')
+            text += " " + self.tr(_("A/A: the same median for each norm's second model over its first, two copies "
+                                    "of the same model: how far apart equal work comes out."))  # fmt: skip
         return [_table(header, body), nodes.paragraph(text=text), nodes.paragraph(text=self.measured(rows))]
 
 

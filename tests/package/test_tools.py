@@ -53,6 +53,8 @@ def test_tiny_run_on_the_interpreter(name, tmp_path):
                 "train_step.py": "bert,eager,ln_tutorial,1,64,1,8,bfloat16,",
                 "host_cost.py": "module,bfloat16,float32,4,64,step,"}[name]  # fmt: skip
     assert expected in out
+    if name == "train_step.py":  # the ratio to torch's step and the A/A check of each norm
+        assert ",ms_p80,vs_torch_p50,aa_p50," in out.splitlines()[0]
     if name == "tune.py":
         rows = (tmp_path / "tune.csv").read_text().splitlines()
         assert rows[0] == "mode,dtype,M,N,config,gbps,is_default" and len(rows) > 2

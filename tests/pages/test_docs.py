@@ -161,6 +161,27 @@ def test_root_index_links_every_edition(tmp_path):
     assert "http" not in page
 
 
+def test_the_training_step_table_shows_the_a_a_check_where_recorded():
+    pytest.importorskip("sphinx")
+    pytest.importorskip("docutils")
+    results = load_module("ln_bench_results", DOCS / "_ext" / "ln_bench_results.py")
+
+    class Page:  # what the method needs of a directive: the English text, fields filled in
+        tr = staticmethod(lambda message, **fields: message.format(**fields))
+        measured = staticmethod(lambda rows: "")
+
+    def rows(with_aa):
+        return [dict(model="gpt", mode="eager", layers="6", width="1024", batch="8", seq="512", amp="bfloat16",
+                     norm=norm, ms_p50="10.000", vs_torch_p50=ratio, **({"aa_p50": aa} if with_aa else {}))
+                for norm, ratio, aa in (("torch", "1.000", "0.996"), ("ln_tutorial", "0.990", "1.004"))]  # fmt: skip
+
+    table, text, _ = results.HostCost._train_step(Page(), rows(True))
+    assert "A/A: torch, ln_tutorial" in table.astext() and "0.996, 1.004" in table.astext()
+    assert "second model over its first" in text.astext()
+    table, text, _ = results.HostCost._train_step(Page(), rows(False))  # files recorded before the column
+    assert "A/A" not in table.astext() + text.astext()
+
+
 def test_the_compiled_rows_spread_spans_every_training_step_file():
     pytest.importorskip("sphinx")  # the extension is a Sphinx directive, built on docutils
     pytest.importorskip("docutils")
