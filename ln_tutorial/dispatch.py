@@ -194,7 +194,7 @@ def cpp_forward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bias
     tensors stand in for the tensors."""
     path = forward_path(m, n, dtype, device, True)
     if path.config.looped and dtype == torch.float32 and {weight_dtype, bias_dtype} & {torch.float16, torch.bfloat16}:
-        # half parameters read uncast (autocast) set the looped kernel's layout, so the order of its sums
+        # Python casts them first; read uncast, they set the looped kernel's layout and so its order of sums
         cpp_declined[(n, dtype)] = "the looped forward sums in another order when it reads half parameters uncast"
         return None
     with torch.cuda.device(device):  # Triton compiles for the current device

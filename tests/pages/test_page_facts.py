@@ -1,7 +1,8 @@
 """Every number the tutorial prose quotes from a launch table or the benchmark, checked against its source.
 
 The tables are data (``ln_tutorial/data/tuning/``, read by :mod:`ln_tutorial.tuning`);
-the advanced pages print the H100's, so the facts are checked against that one. The
+the facts are checked against the H100's table, which the advanced pages print, and against
+the H200's where the prose speaks of it. The
 benchmark's facts (what the plotted time is, the noise rule, the ceiling) are checked
 against :mod:`ln_tutorial_book.bench` and its recorded runs, on every page that states them.
 
@@ -23,7 +24,7 @@ from ln_tutorial.variants import lock, one_launch
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 DOCS = EXAMPLES.parent / "docs"
 
-# The table the advanced pages print (tuning.load), as the pages read it.
+# The H100's table, which the advanced pages print (tuning.load), as the pages read it.
 TABLE = tuning.load("nvidia-h100-80gb-hbm3")
 FWD = TABLE.forward  # padded row bytes -> ForwardConfig
 BWD = TABLE.backward  # padded row bytes -> BackwardConfig
