@@ -4,9 +4,9 @@
 //   (under autocast, half-precision tensors cast to float32 first, as torch does); any other call gets
 //   None and takes the Python path. What to launch for a new kind of call is asked of Python once
 //   (ln_tutorial.dispatch.cpp_forward_plan) and kept.
-// * LayerNormBackward launches the backward of rows held in registers (a weight or bias); anything else
-//   (looped kernels, no parameters, double backward, an odd gradient, another stream, a refused grid)
-//   goes to the Python backward.
+// * LayerNormBackward launches the backward of a call with a weight or bias, rows held in registers or
+//   shared by programs; anything else (looped kernels, no parameters, double backward, an odd gradient,
+//   another stream, a refused grid) goes to the Python backward.
 // Parameters are laid out as Triton's launcher lays them out: the non-constant arguments in the
 // kernel's order (each Kernel knows each argument's name; values are stored by name, in the lists
 // below), then null global and profile scratch pointers (Python checks that the kernels need neither).
