@@ -179,7 +179,8 @@ if rows:
 #   2 KB row is too little for one program to keep the memory busy, which is
 #   why ``ln_tutorial`` packs several rows into a program and ``plain`` does
 #   not; and past 32 KB a row no longer fits in registers in the backward
-#   (past 64 KB in the forward), so ``plain`` stops there. The advanced pages
+#   (past 64 KB in the forward), so ``plain`` stops at 32 KB in both
+#   directions. The advanced pages
 #   show what the default does for both.
 #
 # The numbers depend on the GPU, the driver and the versions of PyTorch and

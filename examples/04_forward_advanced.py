@@ -124,8 +124,9 @@ print("evidence for 8 KB rows:", table.evidence[("forward", 8192)])
 # latency hides behind the other programs' work. With a small input there are
 # a few programs per SM, and a call lasts about as long as one program: its
 # loads, its two sums and its stores, one after the other. Such a call takes
-# one row per program, in one tile, and more warps per row (fewer values per
-# thread, so shorter sums). Where there are also fewer than four rows per SM,
+# one row per program, in one tile, with 4 warps for rows under 4 KB and 8
+# for wider ones (``host.forward_choice``). Where there are also fewer than
+# four rows per SM,
 # rows of up to 16 KB load :math:`w` and :math:`b` together with :math:`x`
 # (``PARAMS_FIRST`` in the kernel above), so that their latency passes while
 # :math:`x` arrives instead of after the sums. With more rows the early loads
@@ -166,7 +167,8 @@ for n in (1024, 4096, 6144, 8192):
 # ``forward_padded`` entries come first (fewer warps, one row per program, or
 # a loop over steps of 2048 or 4096 values, which idles few lanes).
 #
-# On an H100, with Triton 3.6 or later, padded half-precision rows of 4097
+# On an H100, with Triton 3.6 or 3.9 (the versions the package verifies its
+# variants on), padded half-precision rows of 4097
 # to 12288 values take a variant written in Gluon, Triton's lower-level
 # dialect (``ln_tutorial/variants/two_tiles.py``); the H200's table keeps it
 # to 10240 values, past which the loop is faster there. It holds a row as two tiles, half

@@ -21,7 +21,8 @@ In doing so, you will learn about:
 * Rows too wide for one program, shared by several that trade their row sums
   through global memory.
 
-* A C++ autograd node for small inputs, where the host decides the time.
+* A C++ autograd node that shortens the host's time per call, which decides
+  the time of small inputs.
 """
 
 # %%
@@ -190,8 +191,9 @@ for row_bytes, cfg in table.backward.items():
 # The barrier's counters stay on the GPU, one pair per stream
 # (``grid_barrier_state``), each launch leaving them ready for the next. Past ``MAX_BYTES``
 # two launches measured slightly faster, and so they did for rows of 4097 to
-# 8192 half-precision values at 256 to 4096 rows on both GPUs: those table
-# entries say ``"one_launch": false``. The partial rows are the same
+# 8192 half-precision values at 256 and 1024 rows on both GPUs: the table
+# entries for rows that pad to 16 KB (float32 rows of 2049 to 4096 values
+# too) say ``"one_launch": false``. The partial rows are the same
 # either way; the one-launch kernel adds them in wider blocks, so
 # :math:`\nabla_w` and :math:`\nabla_b` can differ from the two-launch sums
 # in the last bit, while :math:`\nabla_x` is identical. Each path, run again,
