@@ -225,11 +225,7 @@ plt.show()
 # same GPU model, the same SM count (a GPU partitioned with MIG has fewer) and
 # the same shape; a different GPU adds the same terms in another grouping and
 # may differ in the last bit, as any two correct float32 sums may. The default
-# backward (``ln_tutorial.layer_norm``) has the same scope, with the same
-# settings as well: whether its variants run (``ln_tutorial.use_variants``,
-# the Triton version) and whether the GPU grants a cooperative launch choose
-# between paths whose :math:`\nabla_w` and :math:`\nabla_b` can differ in the
-# last bit (`the advanced backward page <05_backward_advanced.html>`_).
+# backward (``ln_tutorial.layer_norm``) has the same scope.
 #
 # The autograd wiring
 # -------------------
@@ -285,7 +281,7 @@ assert all_ok and same, "the backward does not match the reference"
 # machinery: tiles of several rows with their loads issued ahead, a launch
 # table per GPU model, one launch instead of two behind a grid-wide barrier,
 # rows shared by several programs when they are too wide for one, and a C++
-# autograd node that shortens the host's time per call. All of it is on
+# autograd node for small calls. All of it is on
 # `the backward at full speed <05_backward_advanced.html>`_.
 #
 # Next, `the benchmark <03_benchmark.html>`_: how fast all this is.

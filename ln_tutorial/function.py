@@ -90,7 +90,8 @@ def layer_norm(
             input (the output keeps the input's dtype, the gradients the parameters').
         eps: added to the variance before the square root.
         backward_strategy: ``"deterministic"`` (default: the same bits on every run for the same GPU
-            model, SM count and shape) or ``"lock"`` (the Triton tutorial's locked buffers).
+            model, SM count, shape and settings: variants on or off, the Triton version, a cooperative
+            launch granted or refused) or ``"lock"`` (the Triton tutorial's locked buffers).
 
     CUDA tensors run the Triton kernels, and CPU tensors when ``TRITON_INTERPRET=1`` was set before
     import; other CPU tensors, and tensors the kernels cannot read (``DTensor``, ``torch.func``
