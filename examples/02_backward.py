@@ -224,8 +224,9 @@ plt.show()
 # which is twice the number of SMs, so the result is reproducible for the
 # same GPU model, the same SM count (a GPU partitioned with MIG has fewer) and
 # the same shape; a different GPU adds the same terms in another grouping and
-# may differ in the last bit, as any two correct float32 sums may. The default
-# backward (``ln_tutorial.layer_norm``) has the same scope.
+# may differ in the last bit, as any two correct float32 sums may.
+# ``ln_tutorial.layer_norm``'s backward has this scope too, plus the settings
+# its docstring lists.
 #
 # The autograd wiring
 # -------------------
@@ -278,10 +279,10 @@ assert all_ok and same, "the backward does not match the reference"
 # ------------------------------
 #
 # ``ln_tutorial.layer_norm`` uses the same lock-free idea with more
-# machinery: tiles of several rows with their loads issued ahead, a launch
-# table per GPU model, one launch instead of two behind a grid-wide barrier,
-# rows shared by several programs when they are too wide for one, and a C++
-# autograd node for small calls. All of it is on
+# machinery: tiles of several rows, a launch table per GPU model, one launch
+# instead of two behind a grid-wide barrier, rows too wide for one program
+# shared by several, and a C++ autograd node that shortens each call's host
+# time. All of it is on
 # `the backward at full speed <05_backward_advanced.html>`_.
 #
 # Next, `the benchmark <03_benchmark.html>`_: how fast all this is.
