@@ -282,6 +282,42 @@ for gpu in ("nvidia-h100-80gb-hbm3", "nvidia-h200"):
               f"{cfg.programs_per_sm} programs per SM ({table.evidence[('backward_split', size)]})")
 
 # %%
+# Can the parts trade without global memory?
+# ------------------------------------------
+#
+# *When it matters:* half-precision rows of 12289 to 65536 values on a
+# Hopper GPU whose table lists them (on the H200 all of them, on the H100
+# those past 32768 values). The programs that share a row can be the
+# programs of one thread-block cluster, which reach each other's shared
+# memory. ``ln_tutorial/variants/cluster.py`` launches them so: each
+# program stores its part of the two sums straight into the others' shared
+# memory (PTX ``st.async``, which counts the bytes on an mbarrier there)
+# and waits on its own mbarrier. No record goes through L2 and no program
+# polls. Triton 3.6 has no operation for another program's shared memory,
+# so the trade is inline PTX; eight slots, one per row in flight, let a
+# program run a few rows ahead of the others.
+#
+# The loop also keeps more loads in flight: row ``i + 2``'s loads are issued
+# before row ``i + 1``'s sums (loaded one step earlier) are sent and row
+# ``i``'s are awaited. A cluster is placed only where all its programs fit
+# at once inside one group of SMs, so on the H100 15 clusters of 8 programs
+# run (120 of 132 SMs); the grid has as many clusters as the driver says
+# fit. The loop of ``layer_norm_bwd_cluster_kernel``:
+
+# ln_tutorial:source ln_tutorial.variants.cluster.layer_norm_bwd_cluster_kernel from "for r in range" to "i += 1"
+
+# %%
+# Each table lists the row sizes where clusters won an A/B against the
+# split kernel; elsewhere the split kernel runs:
+
+for gpu in ("nvidia-h100-80gb-hbm3", "nvidia-h200"):
+    table = tuning.load(gpu)
+    print(gpu)
+    for row_bytes, cfg in table.backward_cluster.items():
+        print(f"{row_bytes}-byte rows: parts of {cfg.block_n} columns, {cfg.num_warps} warps, "
+              f"{cfg.programs_per_sm} programs per SM ({table.evidence[('backward_cluster', row_bytes)]})")
+
+# %%
 # Why is there a C++ autograd node?
 # ---------------------------------
 #
@@ -302,8 +338,8 @@ for gpu in ("nvidia-h100-80gb-hbm3", "nvidia-h200"):
 # ----------------------------
 #
 # ``ln_tutorial.dispatch.layer_norm_backward`` chooses: the lock kernel, the
-# persistent kernel in one launch or two, the split kernel, or the looped
-# kernels. With ``ln_tutorial.use_variants(False)`` (or
+# persistent kernel in one launch or two, the split or cluster kernel, or
+# the looped kernels. With ``ln_tutorial.use_variants(False)`` (or
 # ``LN_TUTORIAL_VARIANTS=0``) it takes the default kernels alone. Here is
 # what the default picks for a few row lengths, what ``ln_tutorial.explain``
 # says for one shape, and a last check against the plain backward of the

@@ -15,8 +15,8 @@ import torch
 from ln_tutorial import differentiable, host, variants
 from ln_tutorial._common import INTERPRET, cache, compute_dtype, next_power_of_2, stats_dtype, variants_verified
 from ln_tutorial.host import STRATEGIES, BackwardPlan, KernelCall
-from ln_tutorial.tuning import BackwardConfig, ForwardConfig
-from ln_tutorial.variants import cooperative, fast_launch, lock, native, one_launch, split
+from ln_tutorial.tuning import BackwardConfig, ForwardConfig, table_for
+from ln_tutorial.variants import cluster, cooperative, fast_launch, lock, native, one_launch, split
 
 
 def variants_on() -> bool:
@@ -84,9 +84,16 @@ def backward_config(n: int, element_size: int, device: int = -1) -> BackwardConf
 
 
 def backward_choice(n: int, element_size: int, device: int, use_variants: bool) -> host.Choice:
-    """The table's choice, unless it shares rows among more programs than the GPU holds at once (or
-    whose launch was refused): then the choice without shared rows."""
+    """The table's choice, with the programs sharing a row in a cluster where the GPU's table lists
+    such rows; unless it shares rows among more programs than the GPU holds at once (or whose launch
+    was refused): then the choice without shared rows."""
     choice = host.backward_choice(n, element_size, device, use_variants)
+    if choice.config.split and element_size == 2 and device >= 0:
+        table = table_for(device)
+        row_bytes = next_power_of_2(n) * element_size
+        if cluster.takes(n, element_size, device, table.backward_cluster.get(row_bytes)):
+            why = f"shared rows traded in a thread-block cluster: {table.evidence[('backward_cluster', row_bytes)]}"
+            return host.Choice(table.backward_cluster[row_bytes], why)
     if choice.config.split and not split.fits(choice.config, n, device):
         cfg, why = host.backward_choice(n, element_size, device, False)
         return host.Choice(cfg, why + " (the shared-row configuration does not fit on this GPU)")
@@ -108,6 +115,9 @@ def backward_path(m: int, n: int, dtype: torch.dtype, device: int, has_dw: bool,
 @cache
 def _backward_path(m, n, dtype, device, cfg, why, has_dw, has_db, one) -> BackwardPath:
     compute = compute_dtype(dtype)
+    if cfg.cluster:
+        return BackwardPath(cfg, why, cluster.plan(m, n, compute, device, cfg, has_dw, has_db),
+                            ("layer_norm_bwd_cluster_kernel (variants.cluster)",))  # fmt: skip
     if cfg.split:
         plan = split.plan(m, n, compute, device, cfg, has_dw, has_db)
         kernels = ("layer_norm_bwd_split_kernel (variants.split)",) + (("partial_sum_kernel",) if plan.reduce else ())
@@ -154,7 +164,9 @@ def layer_norm_backward(dy, x, weight, bias, mean, rstd, strategy: str = "determ
         path = backward_path(m, n, x.dtype, device, weight is not None, bias is not None, use_variants, config)
         host.add_plan_arguments(args, path.plan, len(params))
         try:
-            if path.config.split:
+            if path.config.cluster:
+                grads = cluster.run(path.plan, args, params, device, path.config, run)
+            elif path.config.split:
                 grads = split.run(path.plan, args, params, device, path.config, run)
             elif path.plan.reduce is None:
                 grads = one_launch.run(path.plan, args, params, device, path.config, run)
@@ -217,6 +229,8 @@ def _cpp_backward_plan(device, stream, m, n, row_stride, dtype, weight_dtype, bi
     path = backward_path(m, n, dtype, device, weight_dtype is not None, bias_dtype is not None, True)
     if path.config.looped:  # three launches: the GPU rather than the host decides there
         return None, "the C++ node hands the looped kernels of the widest rows to Python"
+    if path.config.cluster:
+        return None, "the C++ node hands the cluster launches of the widest half-precision rows to Python"
     plan, x, stats = path.plan, _stand_in(dtype, device), _stand_in(stats_dtype(dtype), device)
     grads = [g for g in (_stand_in(weight_dtype, device), _stand_in(bias_dtype, device)) if g is not None]
     barrier = cooperative.grid_barrier_state(device, stream)

@@ -45,6 +45,7 @@ class BackwardConfig(NamedTuple):
     one_launch: bool = True  # small inputs on a GPU: the same launch adds up dW/dB (variant)
     tail_n: int = 0  # a second tile of this width (a power of two) for the columns past block_n
     split: bool = False  # wide rows (variant): cdiv(N, block_n) programs share each row
+    cluster: bool = False  # the programs sharing a row are a thread-block cluster (variant, with split)
 
 
 class Padded(NamedTuple):
@@ -65,6 +66,7 @@ class Table(NamedTuple):
     backward_looped: BackwardConfig
     backward_split: Dict[int, BackwardConfig]  # by element size
     backward_padded: Dict[int, List[Padded]]
+    backward_cluster: Dict[int, BackwardConfig]  # half-precision shared rows, by padded row bytes
     evidence: Dict[Tuple[str, int], str]  # (section, key) -> why
 
 
@@ -104,7 +106,8 @@ def parse(name: str, data: dict) -> Table:
     return Table(
         name, keyed("forward", _forward), _forward(data["forward_looped"], looped=True),
         padded("forward_padded", _forward), keyed("backward", _backward), _backward(data["backward_looped"], True),
-        keyed("backward_split", _backward), padded("backward_padded", _backward), evidence,
+        keyed("backward_split", _backward), padded("backward_padded", _backward),
+        keyed("backward_cluster", lambda entry: _backward(entry)._replace(split=True, cluster=True)), evidence,
     )  # fmt: skip
 
 

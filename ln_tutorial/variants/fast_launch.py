@@ -25,22 +25,24 @@ def hooks_installed() -> bool:
     return hook is not None and bool(getattr(hook, "calls", True))
 
 
-def run(call: KernelCall, grid: tuple, args: dict) -> None:
-    """Launch ``call`` on ``grid`` with the run-time arguments ``args`` (a dict that may hold more)."""
+def run(call: KernelCall, grid: tuple, args: dict, cluster: int = 1) -> None:
+    """Launch ``call`` on ``grid`` with the run-time arguments ``args`` (a dict that may hold more);
+    ``cluster`` > 1: each program of the grid's first axis is a cluster of that many programs (the
+    kernel is compiled for one; Triton's launcher multiplies the axis and asks the driver for clusters)."""
     values = [args[name] for name in call.names]
     device = values[0].get_device()  # every kernel's first argument is a tensor
     if device < 0:
         raise ValueError(f"layer_norm: the Triton kernels need CUDA tensors; got a tensor on {values[0].device}")
     if device != torch._C._cuda_getDevice():
         with torch.cuda.device(device):  # Triton compiles and launches for the current device
-            return run(call, grid, args)
+            return run(call, grid, args, cluster)
     entry, addresses = compiled_entry(call, values, device)
-    compiled_run, function, packed_metadata, constexprs, _, _ = entry
+    compiled_run, function, (num_warps, _, shared), constexprs, _, _ = entry
     # As Triton's own launch: grid, stream, function, metadata, launch metadata, enter/exit hooks (none),
     # then the kernel's arguments, tensors as addresses.
     compiled_run(
         grid[0], grid[1] if len(grid) > 1 else 1, 1, torch._C._cuda_getCurrentRawStream(device), function,
-        packed_metadata, None, None, None, *addresses, *constexprs,
+        (num_warps, cluster, shared), None, None, None, *addresses, *constexprs,
     )  # fmt: skip
 
 

@@ -8,11 +8,17 @@ import triton
 from conftest import DEVICE
 from helpers import check_against_torch, leaf
 from ln_tutorial import kernels, _common, dispatch, host, tuning, layer_norm
-from ln_tutorial.variants import cooperative, fast_launch, one_launch, split
+from ln_tutorial.variants import cluster, cooperative, fast_launch, one_launch, split
 from ln_tutorial_book.reference import layer_norm_backward_reference
 
 gpu = pytest.mark.gpu
 STRATEGIES = ["deterministic", "lock"]
+
+
+@pytest.fixture
+def no_clusters(monkeypatch):
+    """The split kernel's own exchange (records in global memory) where a GPU's table trades in clusters."""
+    monkeypatch.setattr(cluster, "takes", lambda *args: False)
 
 
 def _affine(n, dtype=torch.float32):
@@ -323,7 +329,7 @@ def test_records_tile_fits_a_warp_or_holds_no_copies(block_m, warps):
         (40000, torch.float32),  # wide row: the looped kernels instead
     ],
 )
-def test_refused_split_falls_back_to_rows_not_shared(n, dtype):
+def test_refused_split_falls_back_to_rows_not_shared(n, dtype, no_clusters):
     """Where the driver refused the split kernel's grid (a share of the GPU taken, say), the
     package's choice becomes its configuration without shared rows, with the same results."""
     device = torch.empty(0, device=DEVICE).get_device()
@@ -360,7 +366,7 @@ def test_refused_split_falls_back_to_rows_not_shared(n, dtype):
         (32768, torch.float32),  # 2048 columns, 8 warps, 2 per SM
     ],
 )
-def test_split_registers_let_its_programs_fit(n, dtype):
+def test_split_registers_let_its_programs_fit(n, dtype, no_clusters):
     """The split kernel, with its prefetch, keeps to the register cap: ``programs_per_sm`` programs
     fit on an SM's 65536 registers, and the cooperative grid is accepted (a configuration the caller
     gives is never replaced, so a refusal would raise here)."""
@@ -378,7 +384,7 @@ def test_split_registers_let_its_programs_fit(n, dtype):
 
 
 @gpu
-def test_split_records_from_earlier_launches_never_count(monkeypatch):
+def test_split_records_from_earlier_launches_never_count(monkeypatch, no_clusters):
     """The one-launch split backward keeps its records for the stream and never zero-fills them:
     each launch tags its records with its barrier generation. Records left by earlier launches, of
     this size and of others (more rows: stale records past this call's; other widths: other parts
@@ -405,7 +411,7 @@ def test_split_records_from_earlier_launches_never_count(monkeypatch):
 
 
 @gpu
-def test_split_backward_in_a_cuda_graph():
+def test_split_backward_in_a_cuda_graph(no_clusters):
     """The split kernel records into a CUDA graph with its stream's barrier and records made during
     capture: every replay, each a new barrier generation and so a new "written" flag over the last
     replay's records, gives the eager result; so does an eager call on that stream afterwards."""
@@ -556,3 +562,52 @@ def test_more_than_2_31_elements():
     torch.testing.assert_close(ours[0][tail], x_ref.grad[tail], atol=2e-2, rtol=2e-2)
     for name, a, b in (("dw", ours[1], w_ref.grad), ("db", ours[2], b_ref.grad)):
         assert (a.float() - b.float()).norm() / b.float().norm() < 1e-2, name
+
+
+@gpu
+@pytest.mark.parametrize("which", ["weight and bias", "weight only", "neither"])
+@pytest.mark.parametrize("shape", [(300, 12800), (200, 16384), (64, 32768), (37, 40000), (1, 65536), (64, 65536)])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_cluster_backward(dtype, shape, which, monkeypatch):
+    """Where a GPU's table trades half-precision shared rows in a cluster: the cluster kernel runs, as
+    accurate as torch, bit for bit the same from run to run and in a CUDA graph, and within rounding
+    of the split kernel's own exchange (its parts are other sums)."""
+    m, n = shape
+    device = torch.empty(0, device=DEVICE).get_device()
+    has_w, has_b = which != "neither", which == "weight and bias"
+    path = dispatch.backward_path(m, n, dtype, device, has_w, has_b, True)
+    if not path.config.cluster:
+        pytest.skip(f"{torch.cuda.get_device_name()}: no cluster entry for rows of {n} values")
+    assert path.kernels == ("layer_norm_bwd_cluster_kernel (variants.cluster)",)
+    weight, bias = _affine(n, dtype)
+    weight, bias = (weight if has_w else None), (bias if has_b else None)
+    check_against_torch(torch.randn(m, n, device=DEVICE, dtype=dtype), (n,), weight, bias)
+    x, dy, _, _, mean, rstd = _backward_inputs(m, n, dtype)
+    eager = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
+    again = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
+    for a, b in zip(eager, again):
+        assert (a is None and b is None) or torch.equal(a, b)
+    graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+    with torch.cuda.graph(graph, stream=stream):
+        captured = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
+    _assert_replays_match(graph, [t for t in captured if t is not None], [t for t in eager if t is not None], 2)
+    monkeypatch.setattr(cluster, "takes", lambda *args: False)
+    assert dispatch.backward_path(m, n, dtype, device, has_w, has_b, True).config.split
+    shared = dispatch.layer_norm_backward(dy, x, weight, bias, mean, rstd)
+    for a, b in zip(eager, shared):
+        if b is not None:
+            torch.testing.assert_close(a.float(), b.float(), rtol=0.02, atol=0.02 * b.float().abs().max().item())
+
+
+def test_clusters_only_on_a_gpu():
+    """The interpreter (and a GPU without clusters) never takes the cluster kernel: the tables' cluster
+    entries are half-precision shared rows of 32 to 128 KB, parsed as shared-row configurations."""
+    table = tuning.load(tuning.INTERPRETER_TABLE)
+    assert table.backward_cluster and set(table.backward_cluster) <= {32768, 65536, 131072}
+    for row_bytes, cfg in table.backward_cluster.items():
+        assert cfg.split and cfg.cluster and row_bytes // 2 // cfg.block_n <= cluster.MAX_CLUSTER
+        assert not cluster.takes(row_bytes // 2, 2, -1, cfg)
+    assert not tuning.generic_table().backward_cluster
+    if DEVICE == "cpu":
+        for n in (16384, 32768, 65536):
+            assert not dispatch.backward_config(n, 2).cluster

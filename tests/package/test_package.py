@@ -22,10 +22,11 @@ FLOORS = {
     "host": 2,
     "variants": 3, "variants.cooperative": 3, "variants.fast_launch": 3,
     "variants.lock": 4, "variants.one_launch": 4, "variants.split": 4, "variants.two_tiles": 4, "variants.native": 4,
-    "dispatch": 5,
-    "function": 6, "explain": 6,
-    "module": 7,
-    "__init__": 8, "__main__": 8,
+    "variants.cluster": 5,
+    "dispatch": 6,
+    "function": 7, "explain": 7,
+    "module": 8,
+    "__init__": 9, "__main__": 9,
 }  # fmt: skip
 
 
@@ -105,6 +106,6 @@ def test_cpp_argument_lists_are_the_kernels_signatures(macro):
 
 
 def test_the_package_reads_in_one_sitting():
-    """The package, Python and C++ with comments, stays within 3,050 lines."""
+    """The package, Python and C++ with comments, stays within 3,400 lines."""
     files = [*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.cpp")]
-    assert sum(len(f.read_text().splitlines()) for f in files) <= 3050
+    assert sum(len(f.read_text().splitlines()) for f in files) <= 3400
