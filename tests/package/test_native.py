@@ -7,7 +7,7 @@ import torch
 
 from helpers import run_without_interpreter
 from ln_tutorial import dispatch, layer_norm
-from ln_tutorial.variants import native
+from ln_tutorial.variants import cluster, native
 
 pytestmark = pytest.mark.gpu
 NODE, FUNCTION = "LayerNormBackward", "LayerNormFunctionBackward"
@@ -45,7 +45,14 @@ def test_node_is_taken_where_rows_fit_in_registers(monkeypatch):
     assert _backward(*big, torch.randn_like(big[0]))[0] == NODE
     wide = _leaves(4, 40000)  # 80 KB rows: programs that share each row, launched by the node too
     launched = _launches()[1]
-    assert _backward(*wide, torch.randn_like(wide[0]))[0] == NODE and _launches()[1] == launched + 1
+    with monkeypatch.context() as patch:  # (where a GPU's table trades such rows in a cluster, Python launches them)
+        patch.setattr(cluster, "takes", lambda *args: False)
+        assert _backward(*wide, torch.randn_like(wide[0]))[0] == NODE and _launches()[1] == launched + 1
+    clustered = _leaves(4, 40001, torch.bfloat16)  # a kind of call the node has not been asked about yet
+    if dispatch.backward_config(40001, 2, 0).cluster:
+        assert _backward(*clustered, torch.randn_like(clustered[0]))[0] == NODE
+        assert _launches()[1] == launched + 1  # the cluster kernel, launched from Python
+        launched = _launches()[1]
     assert _backward(x, None, None, dy)[0] == NODE  # no dW/dB: the node hands the backward to Python
     widest = _leaves(4, 5000, torch.float64)  # 64 KB rows of float64: the looped kernels, from Python
     assert _backward(*widest, torch.randn_like(widest[0]))[0] == NODE
