@@ -91,7 +91,7 @@ def backward_choice(n: int, element_size: int, device: int, use_variants: bool) 
     if choice.config.split and element_size == 2 and device >= 0:
         table = table_for(device)
         row_bytes = next_power_of_2(n) * element_size
-        if cluster.takes(n, element_size, device, table.backward_cluster.get(row_bytes)):
+        if cluster.takes(n, device, table.backward_cluster.get(row_bytes)):
             why = f"shared rows traded in a thread-block cluster: {table.evidence[('backward_cluster', row_bytes)]}"
             return host.Choice(table.backward_cluster[row_bytes], why)
     if choice.config.split and not split.fits(choice.config, n, device):
@@ -165,7 +165,7 @@ def layer_norm_backward(dy, x, weight, bias, mean, rstd, strategy: str = "determ
         host.add_plan_arguments(args, path.plan, len(params))
         try:
             if path.config.cluster:
-                grads = cluster.run(path.plan, args, params, device, path.config, run)
+                grads = cluster.run(path.plan, args, params, device, path.config)
             elif path.config.split:
                 grads = split.run(path.plan, args, params, device, path.config, run)
             elif path.plan.reduce is None:

@@ -248,7 +248,7 @@ def table_as_data(table) -> dict:
         "backward_looped": entry(table.backward_looped, why[("backward_looped", 0)]),
         "backward_split": {str(k): entry(c, why[("backward_split", k)]) for k, c in table.backward_split.items()},
         "backward_padded": {str(k): padded(v) for k, v in table.backward_padded.items()},
-        **({"backward_cluster": {str(k): {**entry(c._replace(split=False, cluster=False), why[("backward_cluster", k)])}
+        **({"backward_cluster": {str(k): entry(c._replace(split=False, cluster=False), why[("backward_cluster", k)])
                                  for k, c in table.backward_cluster.items()}} if table.backward_cluster else {}),
     }
 

@@ -21,7 +21,7 @@ import triton
 import triton.language as tl
 
 from ln_tutorial._common import INTERPRET, TRITON_VERSION, cdiv, sm_count
-from ln_tutorial.host import BackwardPlan, Run, kernel_call
+from ln_tutorial.host import BackwardPlan, kernel_call
 from ln_tutorial.kernels import add_partial_rows, reciprocal, store_dx_and_accumulate, store_partial_row, tile_terms
 from ln_tutorial.variants import fast_launch
 from ln_tutorial.variants.cooperative import grid_barrier, grid_barrier_state, reduce_blocks, refused, remember_refusal
@@ -33,7 +33,7 @@ VERIFIED_TRITONS = ((3, 6),)
 MAX_CLUSTER = 8
 
 
-def takes(n: int, element_size: int, device: int, cfg) -> bool:
+def takes(n: int, device: int, cfg) -> bool:
     """Whether a backward that the table gives to the split kernel runs in clusters instead: ``cfg`` is
     the table's cluster entry (or None), on a GPU that launches clusters, with Triton's launch bypassed."""
     if cfg is None or INTERPRET or device < 0 or TRITON_VERSION not in VERIFIED_TRITONS:
@@ -56,9 +56,9 @@ def plan(m: int, n: int, compute, device: int, cfg, has_dw: bool, has_db: bool) 
     return BackwardPlan(programs, cdiv(m, programs), parts, main, None, None)
 
 
-def run(plan: BackwardPlan, args: dict, params: list, device: int, cfg, launch: Run):
-    """Launch the cluster kernel; return the gradients it added up. ``launch`` is unused: only the
-    direct launch (:mod:`.fast_launch`) asks the driver for clusters."""
+def run(plan: BackwardPlan, args: dict, params: list, device: int, cfg):
+    """Launch the cluster kernel through :mod:`.fast_launch` (the launch that asks the driver for
+    clusters); return the gradients it added up."""
     grads = [torch.empty_like(p) for p in params]
     outs = grads or [args["DX"]]
     with torch.cuda.device(device):  # Triton compiles for the current device

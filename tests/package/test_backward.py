@@ -606,7 +606,7 @@ def test_clusters_only_on_a_gpu():
     assert table.backward_cluster and set(table.backward_cluster) <= {32768, 65536, 131072}
     for row_bytes, cfg in table.backward_cluster.items():
         assert cfg.split and cfg.cluster and row_bytes // 2 // cfg.block_n <= cluster.MAX_CLUSTER
-        assert not cluster.takes(row_bytes // 2, 2, -1, cfg)
+        assert not cluster.takes(row_bytes // 2, -1, cfg)
     assert not tuning.generic_table().backward_cluster
     if DEVICE == "cpu":
         for n in (16384, 32768, 65536):
