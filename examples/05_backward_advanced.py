@@ -286,8 +286,8 @@ for gpu in ("nvidia-h100-80gb-hbm3", "nvidia-h200"):
 # ------------------------------------------
 #
 # *When it matters:* half-precision rows of 12289 to 65536 values on a
-# Hopper GPU whose table lists them (on the H200 all of them, on the H100
-# those past 32768 values). The programs that share a row can be the
+# Hopper GPU whose table lists them (both tables list them all). The
+# programs that share a row can be the
 # programs of one thread-block cluster, which reach each other's shared
 # memory. ``ln_tutorial/variants/cluster.py`` launches them so: each
 # program stores its part of the two sums straight into the others' shared
@@ -297,14 +297,20 @@ for gpu in ("nvidia-h100-80gb-hbm3", "nvidia-h200"):
 # so the trade is inline PTX; eight slots, one per row in flight, let a
 # program run a few rows ahead of the others.
 #
-# The loop also keeps more loads in flight: row ``i + 2``'s loads are issued
-# before row ``i + 1``'s sums (loaded one step earlier) are sent and row
-# ``i``'s are awaited. A cluster is placed only where all its programs fit
-# at once inside one group of SMs, so on the H100 15 clusters of 8 programs
-# run (120 of 132 SMs); the grid has as many clusters as the driver says
-# fit. The loop of ``layer_norm_bwd_cluster_kernel``:
+# The loop also keeps more loads in flight. It is a ``tl.range`` with
+# ``num_stages``, which Triton pipelines: each row's loads are issued
+# ``num_stages - 1`` passes ahead as asynchronous copies into shared
+# memory, where they hold no registers while in flight. (A tile prefetched
+# into registers, as the split kernel does, allows one row ahead: the
+# compiler copies it into the next pass's registers, and that copy waits
+# for the loads to land.) Each pass sends the sums of the row it loads and
+# awaits those of the row before, whose tile it kept. A cluster is placed
+# only where all its programs fit at once inside one group of SMs, so on
+# the H100 15 clusters of 8 programs run (120 of 132 SMs); the grid has as
+# many clusters as the driver says fit. The loop of
+# ``layer_norm_bwd_cluster_kernel``:
 
-# ln_tutorial:source ln_tutorial.variants.cluster.layer_norm_bwd_cluster_kernel from "for r in range" to "i += 1"
+# ln_tutorial:source ln_tutorial.variants.cluster.layer_norm_bwd_cluster_kernel from "for r in tl.range" to "i += 1"
 
 # %%
 # Each table lists the row sizes where clusters won an A/B against the

@@ -13,8 +13,8 @@ variant                takes                                           gains (H1
                        by the same programs after a grid barrier
 :mod:`.split`          backward, rows past the register budget, each   each row read once (split.py
                        shared by programs that trade row sums          gives its measured speed)
-:mod:`.cluster`        the split backward's half-precision rows on     13 % on the split kernel at
-                       Hopper: the row sums traded in a cluster        2048 x 65536
+:mod:`.cluster`        the split backward's half-precision rows on     4 to 20 % on the split kernel
+                       Hopper: the row sums traded in a cluster        (16384 to 65536 columns)
 :mod:`.two_tiles`      forward, half-precision rows that a power of    up to 11 % at 4608 columns
                        two pads by a quarter or more (Gluon)
 =====================  ==============================================  ============================

@@ -2,16 +2,17 @@
 
 **Takes** what :mod:`.split` takes for half-precision rows of the widths a GPU's table lists under
 ``backward_cluster`` (Hopper and later, Triton 3.6, no launch hook installed: Triton's own launch
-cannot launch clusters of a kernel compiled for one program). **Gains** on the split kernel, bfloat16:
-6 to 12 % at 8192 x 16384 to 2048 x 65536 on the H200, 13 % at 2048 x 65536 on the H100, whose table
-lists only those widest rows (each entry's evidence gives its A/B). **Else** :mod:`.split`, also when
-the driver refuses the grid.
+cannot launch clusters of a kernel compiled for one program). **Gains** on the split kernel, in time,
+bfloat16 rows of 16384 to 65536 values: 4 to 20 % on the H100, 9 to 17 % on the H200 (each table
+entry's evidence gives its A/B). **Else** :mod:`.split`, also when the driver refuses the grid.
 
 The programs that share a row are the programs of one cluster. Each sends its part of the two row
 sums straight into the shared memory of the others (``st.async``, counted by an mbarrier there),
-where the split kernel writes records to global memory and polls them from L2; and each issues the
-loads of the row after next before it waits for a row's sums, so that a row's worth of loads is
-always in flight. The trade is inline PTX: Triton 3.6 cannot address another program's shared memory.
+where the split kernel writes records to global memory and polls them from L2. Rows arrive through
+Triton's software pipeline: their loads are issued ``num_stages - 1`` rows ahead into shared memory,
+where they hold no registers while in flight (the split kernel holds its prefetched tile in
+registers, which caps it at one). The trade is inline PTX: Triton 3.6 cannot address another
+program's shared memory.
 """
 
 import ctypes
@@ -25,7 +26,7 @@ from ln_tutorial.host import BackwardPlan, kernel_call
 from ln_tutorial.kernels import add_partial_rows, reciprocal, store_dx_and_accumulate, store_partial_row, tile_terms
 from ln_tutorial.variants import fast_launch
 from ln_tutorial.variants.cooperative import grid_barrier, grid_barrier_state, reduce_blocks, refused, remember_refusal
-from ln_tutorial.variants.split import add_pair, load_raw_tile, prefetch_tile, registers
+from ln_tutorial.variants.split import add_pair, load_raw_tile, registers
 
 #: The Triton releases this variant's PTX and launch were verified on.
 VERIFIED_TRITONS = ((3, 6),)
@@ -52,6 +53,7 @@ def plan(m: int, n: int, compute, device: int, cfg, has_dw: bool, has_db: bool) 
         layer_norm_bwd_cluster_kernel, HAS_DW=has_dw, HAS_DB=has_db, SPLIT=parts, BLOCK_N=cfg.block_n,
         COMPUTE=compute, **reduce_blocks(n, has_dw + has_db, programs * parts, programs, cfg.num_warps),
         num_warps=cfg.num_warps, launch_cooperative_grid=True, maxnreg=registers(cfg),
+        STAGES=cfg.num_stages,
     )  # fmt: skip
     return BackwardPlan(programs, cdiv(m, programs), parts, main, None, None)
 
@@ -129,12 +131,13 @@ barrier.cluster.arrive.release.aligned;
 barrier.cluster.wait.acquire.aligned;
 mov.u32 $0, 0;
 }""")
-# Publish this part's sums ($1, $2) of row slot $3: thread 0 writes them into its own program's slot
-# and arrives there, expecting 8 bytes from each other program; thread t (t < cluster size, t not this
-# program's rank) stores them into the same slot of program t, completing 8 bytes on its mbarrier.
+# Publish this part's sums ($1, $2) of row slot $3 unless $4 (the row exists) is 0: thread 0 writes them
+# into its own program's slot and arrives there, expecting 8 bytes from each other program; thread t
+# (t < cluster size, t not this program's rank) stores them into the same slot of program t,
+# completing 8 bytes on its mbarrier.
 _PUBLISH = tl.constexpr("""{
 .reg .u32 base, bar, slot, me, size, tid, bytes, there_bar, there_slot, index;
-.reg .pred lead, sender, other;
+.reg .pred lead, sender, other, live;
 mov.u32 base, ln_cluster_trade;
 mov.u32 me, %cluster_ctarank;
 mov.u32 size, %cluster_nctarank;
@@ -143,7 +146,9 @@ mad.lo.u32 bar, $3, 8, base;
 mad.lo.u32 index, $3, 16, me;
 mad.lo.u32 slot, index, 8, base;
 add.u32 slot, slot, 64;
+setp.ne.u32 live, $4, 0;
 setp.eq.u32 lead, tid, 0;
+and.pred lead, lead, live;
 sub.u32 bytes, size, 1;
 shl.b32 bytes, bytes, 3;
 @lead st.shared.v2.f32 [slot], {$1, $2};
@@ -151,17 +156,22 @@ shl.b32 bytes, bytes, 3;
 setp.lt.u32 sender, tid, size;
 setp.ne.u32 other, tid, me;
 and.pred sender, sender, other;
+and.pred sender, sender, live;
 @sender mapa.shared::cluster.u32 there_slot, slot, tid;
 @sender mapa.shared::cluster.u32 there_bar, bar, tid;
 @sender st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [there_slot], {$1, $2}, [there_bar];
 mov.u32 $0, 0;
 }""")
-# Wait for row slot $2's mbarrier to complete phase parity $3, then add the parts' sums in rank
-# order: every program of the cluster gets the same bits.
+# Unless $4 (the row exists) is 0, wait for row slot $2's mbarrier to complete phase parity $3, then
+# add the parts' sums in rank order: every program of the cluster gets the same bits.
 _GATHER = tl.constexpr("""{
 .reg .u32 base, bar, slot, size, k;
-.reg .pred done, more;
+.reg .pred done, more, skip;
 .reg .f32 a, b, s1, s2;
+mov.f32 s1, 0f00000000;
+mov.f32 s2, 0f00000000;
+setp.eq.u32 skip, $4, 0;
+@skip bra DONE;
 mov.u32 base, ln_cluster_trade;
 mov.u32 size, %cluster_nctarank;
 mad.lo.u32 bar, $2, 8, base;
@@ -206,26 +216,27 @@ def publish_row_sums(
     i,  # the row's place among the program's rows
     COMPUTE: tl.constexpr,  # accumulation dtype (float32)
 ):
-    """Send this part's Σ x̂·w·∇y and Σ w·∇y of the row to every program of the cluster."""
+    """Send this part's Σ x̂·w·∇y and Σ w·∇y of the row to every program of the cluster (if it exists)."""
     mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
     rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
     x_hat, _, w_dy = tile_terms(x, dy, w, mean, rstd, mask, COMPUTE)
     sum_xhat_wdy, sum_wdy = tl.reduce((x_hat * w_dy, w_dy), 1, add_pair)
     slot = tl.zeros_like(rows).to(tl.int32) + i % 8
-    tl.inline_asm_elementwise(_PUBLISH, "=r,f,f,r", [sum_xhat_wdy, sum_wdy, slot], dtype=tl.int32, is_pure=False,
-                              pack=1)  # fmt: skip
+    tl.inline_asm_elementwise(_PUBLISH, "=r,f,f,r,r", [sum_xhat_wdy, sum_wdy, slot, row_mask.to(tl.int32)],
+                              dtype=tl.int32, is_pure=False, pack=1)  # fmt: skip
 
 
 @triton.jit
 def whole_row_sums(
     rows,  # (1,) the row
+    row_mask,  # (1,) whether it exists
     i,  # the row's place among the program's rows
 ):
-    """Σ x̂·w·∇y and Σ w·∇y over the whole row, once every part has sent its own."""
+    """Σ x̂·w·∇y and Σ w·∇y over the whole row, once every part has sent its own (0 if it does not exist)."""
     slot = tl.zeros_like(rows).to(tl.int32) + i % 8
     parity = tl.zeros_like(rows).to(tl.int32) + (i // 8) % 2  # the slot's mbarrier completes once per use
-    return tl.inline_asm_elementwise(_GATHER, "=f,=f,r,r", [slot, parity], dtype=(tl.float32, tl.float32),
-                                     is_pure=False, pack=1)  # fmt: skip
+    return tl.inline_asm_elementwise(_GATHER, "=f,=f,r,r,r", [slot, parity, row_mask.to(tl.int32)],
+                                     dtype=(tl.float32, tl.float32), is_pure=False, pack=1)  # fmt: skip
 
 
 @triton.jit
@@ -253,13 +264,13 @@ def layer_norm_bwd_cluster_kernel(
     COMPUTE: tl.constexpr,  # accumulation dtype (float32)
     REDUCE_BLOCK_P: tl.constexpr,  # partial rows added per step of the dW/dB reduction
     REDUCE_BLOCK_N: tl.constexpr,  # columns per block of the reduction
+    STAGES: tl.constexpr,  # rows in the software pipeline: loads are issued STAGES - 1 rows ahead
 ):
     """:func:`ln_tutorial.variants.split.layer_norm_bwd_split_kernel`, one row at a time, with the row
     sums traded inside a cluster (launched in clusters of SPLIT programs along the grid's axis).
 
-    While row ``i``'s sums are awaited, row ``i + 1``'s are already sent and row ``i + 2``'s loads
-    are in flight; the row after that is asked into L2. A row's sums are sent one row ahead of
-    their use, so a program is at most a few rows ahead of another and eight slots suffice.
+    A row's sums are sent one pass before they are awaited, so a program is at most two rows ahead
+    of another and eight slots suffice.
     """
     tl.inline_asm_elementwise(_START, "=r", [], dtype=tl.int32, is_pure=False, pack=1)
     inv_n = reciprocal(N, COMPUTE)
@@ -274,27 +285,28 @@ def layer_norm_bwd_cluster_kernel(
     row_begin = group.to(tl.int64) * rows_per_program
     row_end = tl.minimum(row_begin + rows_per_program, M)
 
-    rows = row_begin + tl.arange(0, 1)
-    x, dy, row_mask, mask = load_raw_tile(X, DY, rows, row_end, cols, col_mask, stride_x, stride_dy)
-    x1, dy1, row_mask1, mask1 = load_raw_tile(X, DY, rows + 1, row_end, cols, col_mask, stride_x, stride_dy)
-    if row_begin < row_end:
-        publish_row_sums(x, dy, w, MEAN, RSTD, rows, row_mask, mask, 0, COMPUTE)
+    x_last = tl.zeros([1, BLOCK_N], dtype=X.dtype.element_ty)
+    dy_last = tl.zeros([1, BLOCK_N], dtype=DY.dtype.element_ty)
     i = 0
-    for r in range(row_begin, row_end):
-        prefetch_tile(X, DY, rows + 3, row_end, part * BLOCK_N, N, stride_x, stride_dy, BLOCK_N)
-        x2, dy2, row_mask2, mask2 = load_raw_tile(X, DY, rows + 2, row_end, cols, col_mask, stride_x, stride_dy)
-        if r + 1 < row_end:  # loaded one step ago
-            publish_row_sums(x1, dy1, w, MEAN, RSTD, rows + 1, row_mask1, mask1, i + 1, COMPUTE)
-        sum_xhat_wdy, sum_wdy = whole_row_sums(rows, i)
-        mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
-        rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
-        x_hat, dy_c, w_dy = tile_terms(x, dy, w, mean, rstd, mask, COMPUTE)
+    # Row r's loads are issued STAGES - 1 rows ahead, into shared memory (Triton's software pipeline:
+    # no registers held while they are in flight); the pass that loads row r sends its sums, then
+    # awaits row r - 1's and stores its ∇x, so one pass past the last row finishes it.
+    for r in tl.range(row_begin, row_end + 1, num_stages=STAGES):
+        rows = r + tl.arange(0, 1)
+        x, dy, row_mask, mask = load_raw_tile(X, DY, rows, row_end, cols, col_mask, stride_x, stride_dy)
+        publish_row_sums(x, dy, w, MEAN, RSTD, rows, row_mask, mask, i, COMPUTE)
+        last = rows - 1
+        last_mask = (last >= row_begin) & (last < row_end)
+        sum_xhat_wdy, sum_wdy = whole_row_sums(last, last_mask, i - 1)
+        mean = tl.load(MEAN + last, mask=last_mask, other=0.0)
+        rstd = tl.load(RSTD + last, mask=last_mask, other=0.0)
+        x_hat, dy_c, w_dy = tile_terms(x_last, dy_last, w, mean, rstd, last_mask[:, None] & col_mask[None, :],
+                                       COMPUTE)  # fmt: skip
         dw_acc, db_acc = store_dx_and_accumulate(
-            DX, rows, cols, row_mask, col_mask, stride_dx, x_hat, dy_c, w_dy, rstd, sum_xhat_wdy * inv_n,
+            DX, last, cols, last_mask, col_mask, stride_dx, x_hat, dy_c, w_dy, rstd, sum_xhat_wdy * inv_n,
             sum_wdy * inv_n, dw_acc, db_acc,
         )  # fmt: skip
-        x, dy, rows, row_mask, mask = x1, dy1, rows + 1, row_mask1, mask1
-        x1, dy1, row_mask1, mask1 = x2, dy2, row_mask2, mask2
+        x_last, dy_last = x, dy
         i += 1
     tl.inline_asm_elementwise(_END, "=r", [], dtype=tl.int32, is_pure=False, pack=1)
     store_partial_row(PARTIAL, HAS_DW, HAS_DB, group, programs // SPLIT, N, cols, col_mask, dw_acc, db_acc)
