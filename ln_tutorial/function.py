@@ -1,7 +1,7 @@
 """``layer_norm``, the differentiable entry point: the C++ node first where it takes the call, else
 :class:`LayerNormFunction` (a plain ``torch.autograd.Function``: the dispatch of a custom operator
 costs more host time than a small layer norm costs the GPU); under ``torch.compile``, torch's own
-layer norm (:func:`_compiled_layer_norm`). Inputs the kernels cannot read as they are go to
+layer norm (:func:`compiled_layer_norm`). Inputs the kernels cannot read as they are go to
 :func:`torch.nn.functional.layer_norm`, which handles each of them.
 """
 
@@ -98,8 +98,9 @@ def layer_norm(
     transforms, meta tensors, forward-mode AD), :func:`torch.nn.functional.layer_norm`. Gradients of
     gradients (``create_graph=True``) are supported.
     """
-    if torch.compiler.is_compiling():
-        return _compiled_layer_norm(input, normalized_shape, weight, bias, eps, backward_strategy)
+    if torch.compiler.is_compiling():  # checked while Dynamo traces: it guards the names the checks read
+        check_options(backward_strategy, eps)
+        return compiled_layer_norm(input, host.check_inputs(input, normalized_shape, weight, bias), weight, bias, eps)
     if backward_strategy == "deterministic" and dispatch.cpp_takes_calls():
         y = native.forward(input, normalized_shape, weight, bias, eps)  # None: not a call it takes
         if y is not None:
@@ -120,15 +121,14 @@ def layer_norm(
     return y if y.shape == input.shape else y.view(input.shape)
 
 
-def _compiled_layer_norm(input, normalized_shape, weight, bias, eps, backward_strategy):
+def compiled_layer_norm(input, normalized_shape, weight, bias, eps):
     """Under ``torch.compile``: torch's layer norm, which Inductor generates fused with the casts,
     residual adds and dropout around it. That fusion saves a compiled training step more than
-    separate kernels gain (the performance page measures both); the arguments are checked as in
-    eager mode, and float32 parameters with a half-precision input computed in float32 as here."""
-    check_options(backward_strategy, eps)
-    normalized_shape = host.check_inputs(input, normalized_shape, weight, bias)
-    params = [p for p in (weight, bias) if p is not None]
-    if any(p.dtype != input.dtype for p in params):  # torch's CUDA kernel takes one dtype
-        y = F.layer_norm(input.float(), normalized_shape, weight, bias, eps)
-        return y.to(input.dtype)
+    separate kernels gain (the performance page measures both). Float32 parameters with a
+    half-precision input are computed in float32, as in eager mode. It reads no module-level names
+    but ``F``: each name Dynamo reads while tracing becomes a guard, checked before every call of the
+    compiled model."""
+    if (weight is not None and weight.dtype != input.dtype) or (bias is not None and bias.dtype != input.dtype):
+        # torch's CUDA kernel takes one dtype
+        return F.layer_norm(input.float(), normalized_shape, weight, bias, eps).to(input.dtype)
     return F.layer_norm(input, normalized_shape, weight, bias, eps)

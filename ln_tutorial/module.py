@@ -5,7 +5,7 @@ import numbers
 import torch
 
 from ln_tutorial._common import SUPPORTED_DTYPES
-from ln_tutorial.function import check_options, layer_norm
+from ln_tutorial.function import check_options, compiled_layer_norm, layer_norm
 
 
 class LayerNorm(torch.nn.LayerNorm):
@@ -43,6 +43,10 @@ class LayerNorm(torch.nn.LayerNorm):
         self._backward_strategy = value
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
+        # Under torch.compile no checks: each name they read would be a guard, checked on every call (the
+        # module's shape and eps were checked when it was built; torch's layer_norm checks the input).
+        if torch.compiler.is_compiling():
+            return compiled_layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
         return layer_norm(
             input, self.normalized_shape, self.weight, self.bias, self.eps, backward_strategy=self.backward_strategy
         )
