@@ -324,18 +324,34 @@ def _cjk_fonts(gallery_conf, fname, when=None) -> None:
     matplotlib.rcParams["axes.unicode_minus"] = False  # the CJK font has no U+2212
 
 
+def _cjk_font_found() -> bool:
+    """Whether matplotlib finds the CJK font. One installed after matplotlib cached its list of the
+    system's fonts is missing from that list: it is added from disk (``findSystemFonts`` reads no cache)."""
+    from matplotlib import font_manager
+
+    def found():
+        try:
+            return bool(font_manager.findfont(CJK_FONTS[-1], fallback_to_default=False))
+        except ValueError:
+            return False
+
+    if found():
+        return True
+    for path in font_manager.findSystemFonts():
+        if Path(path).name.startswith("NotoSansCJK"):  # the files of fonts-noto-cjk's sans-serif faces
+            font_manager.fontManager.addfont(path)
+    return found()
+
+
 def translated_examples(app, config) -> None:
     """``config-inited``: a non-English edition with code catalogs runs translated copies of the examples."""
     language = str(config.language)
     catalogs = Path(app.confdir) / "locale" / language / "code"
     if language == "en" or not catalogs.is_dir():
         return
-    from matplotlib import font_manager
     from sphinx.util import logging
 
-    try:
-        font_manager.findfont(CJK_FONTS[-1], fallback_to_default=False)
-    except ValueError:
+    if not _cjk_font_found():
         logging.getLogger(__name__).warning(
             "[ln_gallery] matplotlib finds no %r font: the %s figures would miss their glyphs "
             "(Debian: apt-get install fonts-noto-cjk)", CJK_FONTS[-1], language)

@@ -52,9 +52,9 @@ from pathlib import Path
 from docutils import nodes
 from sphinx.transforms import SphinxTransform
 
+from ln_gallery import CJK_FONTS  # the translated font list of the figures (ln_gallery sets it for the whole run too)
+
 OUTPUT_CLASS = "sphx-glr-script-out"
-#: The translated font list of the figures (ln_gallery sets it for the whole run too).
-CJK_FONTS = ["DejaVu Sans", "Noto Sans CJK SC"]
 _FIELD = re.compile(r"\{(\w+)(?::num)?\}")  # {name}: any English text; {name:num}: numbers
 _HAN = re.compile(r"[\u3400-\u9fff]")
 _NUMBERS = r"\d[\d.]*(?:, ?\d[\d.]*)*"  # a {name:num} field: a number, or a list of them
