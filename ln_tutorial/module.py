@@ -43,13 +43,13 @@ class LayerNorm(torch.nn.LayerNorm):
         self._backward_strategy = value
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        # Under torch.compile no checks: each name they read would be a guard, checked on every call (the
-        # module's shape and eps were checked when it was built; torch's layer_norm checks the input).
-        if torch.compiler.is_compiling():
-            return compiled_layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
-        return layer_norm(
-            input, self.normalized_shape, self.weight, self.bias, self.eps, backward_strategy=self.backward_strategy
-        )
+        shape = self.normalized_shape
+        # Under torch.compile, an input it takes goes straight to torch's layer norm: the checks read names
+        # that Dynamo would guard, on the host before every call (the module's shape and eps were checked
+        # when it was built). Any other input is checked, and refused, as in eager mode.
+        if torch.compiler.is_compiling() and input.is_floating_point() and input.shape[input.dim() - len(shape) :] == shape:
+            return compiled_layer_norm(input, shape, self.weight, self.bias, self.eps)
+        return layer_norm(input, shape, self.weight, self.bias, self.eps, backward_strategy=self.backward_strategy)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, backward_strategy={self.backward_strategy!r}"

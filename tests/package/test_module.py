@@ -194,3 +194,12 @@ def test_compiled_model_checks_torchs_guards():
     theirs, ours = {n: guards(torch.nn.LayerNorm, n) for n in (2, 6)}, {n: guards(LayerNorm, n) for n in (2, 6)}
     assert theirs[6] > theirs[2] > 0
     assert ours[6] - theirs[6] == ours[2] - theirs[2] <= 8
+
+
+def test_compiled_module_refuses_bad_input_as_in_eager_mode():
+    """The compiled module's shortcut past the checks takes only inputs they would pass."""
+    model = torch.compile(LayerNorm(8).to(DEVICE), backend="eager")
+    with pytest.raises(ValueError, match="normalized_shape"):
+        model(torch.randn(2, 9, device=DEVICE))
+    with pytest.raises(TypeError, match="input dtype"):
+        model(torch.ones(2, 8, dtype=torch.int32, device=DEVICE))
