@@ -122,12 +122,10 @@ def layer_norm(
 
 
 def compiled_layer_norm(input, normalized_shape, weight, bias, eps):
-    """Under ``torch.compile``: torch's layer norm, which Inductor generates fused with the casts,
-    residual adds and dropout around it. That fusion saves a compiled training step more than
-    separate kernels gain (the performance page measures both). Float32 parameters with a
-    half-precision input are computed in float32, as in eager mode. It reads no module-level names
-    but ``F``: each name Dynamo reads while tracing becomes a guard, checked before every call of the
-    compiled model."""
+    """Under ``torch.compile``: torch's layer norm, which Inductor fuses with the casts, residual adds and
+    dropout around it (a compiled step gains more from that than from separate kernels: the performance
+    page). Float32 parameters with a half input compute in float32, as in eager mode. Reads no global but
+    ``F``: Dynamo guards each name it reads, on the host before every call of the compiled model."""
     if (weight is not None and weight.dtype != input.dtype) or (bias is not None and bias.dtype != input.dtype):
         # torch's CUDA kernel takes one dtype
         return F.layer_norm(input.float(), normalized_shape, weight, bias, eps).to(input.dtype)

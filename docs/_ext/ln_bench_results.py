@@ -326,13 +326,14 @@ class HostCost(_BenchDirective):
     def _compiled_spread(self, files):
         """The range of the compiled rows' ratios over every file (each as :func:`_norms_by_step` groups it):
         the same kernels run with either norm there (a test of the package checks the graphs), so the range
-        is the measurement's own spread."""
+        is the host's work before each call (the guards Dynamo checks) and the measurement's own spread."""
         ratios = sorted(float(norms["ln_tutorial"]["vs_torch_p50"]) for steps in files for key, norms in steps.items()
                         if key[1] == "compiled" and len(norms) == 2)  # fmt: skip
         if len(ratios) < 2:
             return []
         text = self.tr(_("In the compiled rows both models run the same kernels, so their ratios, from {low} to "
-                         "{high} over the files above, are the spread of this measurement itself."),
+                         "{high} over the files above, differ only by the host's work before each call (the "
+                         "guards Dynamo checks) and by the spread of this measurement."),
                        low=f"{ratios[0]:.3f}", high=f"{ratios[-1]:.3f}")  # fmt: skip
         return [nodes.paragraph(text=text)]
 
