@@ -141,7 +141,7 @@ def check_inputs(input: torch.Tensor, normalized_shape: Sequence[int], weight: O
         raise TypeError(f"layer_norm: input dtype {input.dtype} is not supported; {_DTYPES}")
     if not normalized_shape:
         raise ValueError("layer_norm: normalized_shape must name at least one dimension")
-    if input.dim() < len(normalized_shape) or tuple(input.shape[input.dim() - len(normalized_shape) :]) != normalized_shape:
+    if not trails(input, normalized_shape):
         raise ValueError(f"layer_norm: normalized_shape {list(normalized_shape)} does not match the trailing "
                          f"dimensions of input of shape {list(input.shape)}")  # fmt: skip
     params = [(name, p) for name, p in (("weight", weight), ("bias", bias)) if p is not None]
@@ -159,6 +159,12 @@ def check_inputs(input: torch.Tensor, normalized_shape: Sequence[int], weight: O
     if len(params) == 2 and weight.dtype != bias.dtype:
         raise TypeError(f"layer_norm: weight dtype {weight.dtype} differs from bias dtype {bias.dtype}")
     return normalized_shape
+
+
+def trails(input: torch.Tensor, normalized_shape: Tuple[int, ...]) -> bool:
+    """Whether ``normalized_shape`` is the input's trailing dimensions."""
+    n = len(normalized_shape)
+    return input.dim() >= n and input.shape[input.dim() - n :] == normalized_shape
 
 
 _DTYPES = "expected float16, bfloat16, float32 or float64"

@@ -6,6 +6,7 @@ import torch
 
 from ln_tutorial._common import SUPPORTED_DTYPES
 from ln_tutorial.function import check_options, compiled_layer_norm, layer_norm
+from ln_tutorial.host import trails
 
 
 class LayerNorm(torch.nn.LayerNorm):
@@ -46,8 +47,10 @@ class LayerNorm(torch.nn.LayerNorm):
         shape = self.normalized_shape
         # Under torch.compile, an input it takes goes straight to torch's layer norm: the checks read names
         # that Dynamo would guard, on the host before every call (the module's shape and eps were checked
-        # when it was built). Any other input is checked, and refused, as in eager mode.
-        if torch.compiler.is_compiling() and input.is_floating_point() and input.shape[input.dim() - len(shape) :] == shape:
+        # when it was built). Any other input is checked, and refused, as in eager mode. The floating-point
+        # dtypes wider than a byte are SUPPORTED_DTYPES, tested without reading a global Dynamo would guard.
+        dtype = input.dtype
+        if torch.compiler.is_compiling() and dtype.is_floating_point and dtype.itemsize > 1 and trails(input, shape):
             return compiled_layer_norm(input, shape, self.weight, self.bias, self.eps)
         return layer_norm(input, shape, self.weight, self.bias, self.eps, backward_strategy=self.backward_strategy)
 

@@ -6,6 +6,7 @@ import torch.nn.functional as F
 
 from conftest import DEVICE
 from ln_tutorial import LayerNorm, dispatch, layer_norm
+from ln_tutorial._common import SUPPORTED_DTYPES
 from ln_tutorial.variants import fast_launch
 
 gpu = pytest.mark.gpu
@@ -198,8 +199,11 @@ def test_compiled_model_checks_torchs_guards():
 
 def test_compiled_module_refuses_bad_input_as_in_eager_mode():
     """The compiled module's shortcut past the checks takes only inputs they would pass."""
+    wide_floats = {d for d in vars(torch).values() if isinstance(d, torch.dtype) and d.is_floating_point and d.itemsize > 1}
+    assert wide_floats == set(SUPPORTED_DTYPES)  # the shortcut's test of the dtype
     model = torch.compile(LayerNorm(8).to(DEVICE), backend="eager")
     with pytest.raises(ValueError, match="normalized_shape"):
         model(torch.randn(2, 9, device=DEVICE))
-    with pytest.raises(TypeError, match="input dtype"):
-        model(torch.ones(2, 8, dtype=torch.int32, device=DEVICE))
+    for dtype in (torch.int32, torch.float8_e4m3fn):  # a floating-point dtype the kernels do not read
+        with pytest.raises(TypeError, match="input dtype"):
+            model(torch.ones(2, 8, device=DEVICE).to(dtype))
