@@ -194,7 +194,7 @@ def test_compiled_model_checks_torchs_guards():
 
     theirs, ours = {n: guards(torch.nn.LayerNorm, n) for n in (2, 6)}, {n: guards(LayerNorm, n) for n in (2, 6)}
     assert theirs[6] > theirs[2] > 0
-    assert ours[6] - theirs[6] == ours[2] - theirs[2] <= 8
+    assert ours[6] - theirs[6] == ours[2] - theirs[2] <= 12  # the path's own names: 7 on torch 2.13, 11 on 2.11
 
 
 def test_compiled_module_refuses_bad_input_as_in_eager_mode():
