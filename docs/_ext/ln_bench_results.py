@@ -335,6 +335,11 @@ class HostCost(_BenchDirective):
                          "{high} over the files above, differ only by the host's work before each call (the "
                          "guards Dynamo checks) and by the spread of this measurement."),
                        low=f"{ratios[0]:.3f}", high=f"{ratios[-1]:.3f}")  # fmt: skip
+        equal = sorted(float(r["aa_p50"]) for steps in files for key, norms in steps.items() if key[1] == "compiled"
+                       for r in norms.values() if r.get("aa_p50"))  # fmt: skip
+        if equal:
+            text += " " + self.tr(_("Two copies of one compiled model, equal work, come out from {low} to {high} "
+                                    "(the A/A columns)."), low=f"{equal[0]:.3f}", high=f"{equal[-1]:.3f}")  # fmt: skip
         return [nodes.paragraph(text=text)]
 
     def _host_cost(self, rows):

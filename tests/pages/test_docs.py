@@ -190,15 +190,18 @@ def test_the_compiled_rows_spread_spans_every_training_step_file():
     class Page:  # what the method needs of a directive: the English text, fields filled in
         tr = staticmethod(lambda message, **fields: message.format(**fields))
 
-    def steps(ratios, mode="compiled"):  # one recorded file
+    def steps(ratios, mode="compiled", aa=""):  # one recorded file; aa="" as read from a file without the column
         return results._norms_by_step(
             [dict(model=model, mode=mode, layers="6", width="768", batch="8", seq="512", amp="bfloat16", norm=norm,
-                  vs_torch_p50="1.000" if norm == "torch" else ratio)
+                  vs_torch_p50="1.000" if norm == "torch" else ratio, aa_p50=aa)
              for model, ratio in ratios.items() for norm in ("torch", "ln_tutorial")])  # fmt: skip
 
     spread = results.HostCost._compiled_spread
     files = [steps({"gpt": "0.990", "bert": "1.004"}), steps({"gpt": "1.012"}), steps({"opt": "0.95"}, "eager")]
     [paragraph] = spread(Page(), files)
-    assert "from 0.990 to 1.012" in paragraph.astext()
+    assert "from 0.990 to 1.012" in paragraph.astext() and "A/A" not in paragraph.astext()
+    files += [steps({"gpt": "1.001"}, aa="0.995"), steps({"opt": "0.99"}, aa="1.003"), steps({"gpt": "1"}, "eager", "0.9")]
+    [paragraph] = spread(Page(), files)
+    assert "from 0.995 to 1.003 (the A/A columns)" in paragraph.astext()
     assert spread(Page(), [steps({"gpt": "0.990"})]) == []  # one pair: no spread to speak of
 
