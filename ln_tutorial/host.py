@@ -141,7 +141,7 @@ def check_inputs(input: torch.Tensor, normalized_shape: Sequence[int], weight: O
         raise TypeError(f"layer_norm: input dtype {input.dtype} is not supported; {_DTYPES}")
     if not normalized_shape:
         raise ValueError("layer_norm: normalized_shape must name at least one dimension")
-    if not trails(input, normalized_shape):
+    if not is_trailing_shape(input, normalized_shape):
         raise ValueError(f"layer_norm: normalized_shape {list(normalized_shape)} does not match the trailing "
                          f"dimensions of input of shape {list(input.shape)}")  # fmt: skip
     params = [(name, p) for name, p in (("weight", weight), ("bias", bias)) if p is not None]
@@ -161,7 +161,7 @@ def check_inputs(input: torch.Tensor, normalized_shape: Sequence[int], weight: O
     return normalized_shape
 
 
-def trails(input: torch.Tensor, normalized_shape: Tuple[int, ...]) -> bool:
+def is_trailing_shape(input: torch.Tensor, normalized_shape: Tuple[int, ...]) -> bool:
     """Whether ``normalized_shape`` is the input's trailing dimensions."""
     n = len(normalized_shape)
     return input.dim() >= n and input.shape[input.dim() - n :] == normalized_shape

@@ -6,7 +6,7 @@ import torch
 
 from ln_tutorial._common import SUPPORTED_DTYPES
 from ln_tutorial.function import check_options, compiled_layer_norm, layer_norm
-from ln_tutorial.host import trails
+from ln_tutorial.host import is_trailing_shape
 
 
 class LayerNorm(torch.nn.LayerNorm):
@@ -49,8 +49,9 @@ class LayerNorm(torch.nn.LayerNorm):
         # that Dynamo would guard, on the host before every call (the module's shape and eps were checked
         # when it was built). Any other input is checked, and refused, as in eager mode. The floating-point
         # dtypes wider than a byte are SUPPORTED_DTYPES, tested without reading a global Dynamo would guard.
-        dtype = input.dtype
-        if torch.compiler.is_compiling() and dtype.is_floating_point and dtype.itemsize > 1 and trails(input, shape):
+        if torch.compiler.is_compiling() and (
+            input.dtype.is_floating_point and input.dtype.itemsize > 1 and is_trailing_shape(input, shape)
+        ):
             return compiled_layer_norm(input, shape, self.weight, self.bias, self.eps)
         return layer_norm(input, shape, self.weight, self.bias, self.eps, backward_strategy=self.backward_strategy)
 
