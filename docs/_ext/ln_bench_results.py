@@ -326,7 +326,8 @@ class HostCost(_BenchDirective):
     def _compiled_spread(self, files):
         """The range of the compiled rows' ratios over every file (each as :func:`_norms_by_step` groups it):
         the same kernels run with either norm there (a test of the package checks the graphs), so the range
-        is the host's work before each call (the guards Dynamo checks) and the measurement's own spread."""
+        is the host's work before each call (the guards Dynamo checks) and the measurement's own spread,
+        which the range of the compiled rows' A/A checks shows, in the files that have them."""
         ratios = sorted(float(norms["ln_tutorial"]["vs_torch_p50"]) for steps in files for key, norms in steps.items()
                         if key[1] == "compiled" and len(norms) == 2)  # fmt: skip
         if len(ratios) < 2:
