@@ -151,13 +151,14 @@ class Translator:
 
     def text(self, text: str) -> str:
         """A figure's text, line by line; lines that ``textwrap`` broke are translated together and wrapped
-        again at the same width."""
+        again at the same width. A first line that is a text of its own, followed by lines that are one
+        (a title above its ``textwrap``-ed subtitle), stays a line of its own: a field would swallow it."""
         lines, out, i = text.split("\n"), [], 0
         while i < len(lines):
             for j in range(len(lines), i + 1, -1):
-                joined = "".join(line.strip() + ("" if line.endswith("-") else " ") for line in lines[i:j]).strip()
-                found = self.segment(joined)
-                if found is not None:
+                found = self.segment(_joined(lines[i:j]))
+                title_apart = self.segment(lines[i].strip()) and self.segment(_joined(lines[i + 1 : j]))
+                if found is not None and not title_apart:
                     out += wrap(_percent(found), max(width(line) for line in lines[i:j]))
                     i = j
                     break
@@ -249,6 +250,11 @@ def _table_percent(line: str) -> str:
 def _percent(text: str) -> str:
     """``100 %`` in a sentence: ``100%``."""
     return re.sub(r"(\d) %", r"\1%", text)
+
+
+def _joined(lines: list[str]) -> str:
+    """Lines that ``textwrap`` broke, joined again (a break after a hyphen joins without a space)."""
+    return "".join(line.strip() + ("" if line.endswith("-") else " ") for line in lines).strip()
 
 
 def translator(confdir: Path | str, language: str) -> Translator:
@@ -366,6 +372,11 @@ def translated_path(image: Path | str, language: str) -> Path:
     return image.with_name(f"{image.stem}.{language}{image.suffix}")
 
 
+#: A translated figure is saved with its canvas fitted to its texts: the layout was made for the English
+#: ones, and a longer translation (a legend beside the axes) would be cut off at the edge.
+TRANSLATED_SAVE = {"bbox_inches": "tight", "pad_inches": 0.1}
+
+
 def translated_matplotlib_scraper(block, block_vars, gallery_conf, **kwargs):
     """sphinx-gallery's matplotlib scraper, with the figures in the edition's language.
 
@@ -385,7 +396,7 @@ def translated_matplotlib_scraper(block, block_vars, gallery_conf, **kwargs):
         outputs = translator(STATE["confdir"], STATE["language"])
         for fig in figures:
             translate_figure(fig, outputs)
-        return matplotlib_scraper(block, block_vars, gallery_conf, **kwargs)
+        return matplotlib_scraper(block, block_vars, gallery_conf, **{**TRANSLATED_SAVE, **kwargs})
     paths = block_vars["image_path_iterator"]
     first = len(paths.paths)
     rst = matplotlib_scraper(block, block_vars, gallery_conf, **kwargs)
@@ -393,7 +404,8 @@ def translated_matplotlib_scraper(block, block_vars, gallery_conf, **kwargs):
         outputs = translator(STATE["confdir"], language)
         for fig, image in zip(figures, paths.paths[first:]):
             translate_figure(fig, outputs)
-            fig.savefig(translated_path(image, language), facecolor=fig.get_facecolor(), edgecolor=fig.get_edgecolor())
+            fig.savefig(translated_path(image, language), facecolor=fig.get_facecolor(), edgecolor=fig.get_edgecolor(),
+                        **TRANSLATED_SAVE)  # fmt: skip
     return rst
 
 

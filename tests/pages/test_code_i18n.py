@@ -347,6 +347,8 @@ def test_benchmark_tables_and_figures_translate(lang):
     for mode in bench.MODES:
         ax = bench.plot_sweep(rows, mode)
         outputs_ext.translate_figure(ax.figure, outputs)
+        # the title's first line stays apart from the provenance below it, which a field could swallow
+        assert ax.get_title().split("\n")[0] == outputs.segment(f"layer-norm-{mode}, M = 4096, float16")
         texts = [t.get_text() for t in ax.figure.findobj(matplotlib.text.Text) if t.get_text()]
         left = [t for t in texts if english_left_in_output(t)]
         plt.close(ax.figure)
