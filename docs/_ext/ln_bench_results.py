@@ -165,7 +165,7 @@ class _BenchDirective(SphinxDirective):
             "do_bench": _("GB/s from triton.testing.do_bench (L2 flushed before each call; these rows carry no "
                           "separate host-included time)."),
         }  # fmt: skip
-        return " ".join(self.tr(sentences[k]) for k in ("graph", "events", "do_bench") if k in kinds)
+        return _sentences(*(self.tr(sentences[k]) for k in ("graph", "events", "do_bench") if k in kinds))
 
     def results(self):
         """The current rows per GPU, or a paragraph saying why there are none."""
@@ -339,8 +339,8 @@ class HostCost(_BenchDirective):
         equal = sorted(float(r["aa_p50"]) for steps in files for key, norms in steps.items() if key[1] == "compiled"
                        for r in norms.values() if r.get("aa_p50"))  # fmt: skip
         if equal:
-            text += " " + self.tr(_("Two copies of one compiled model, equal work, come out from {low} to {high} "
-                                    "(the A/A columns)."), low=f"{equal[0]:.3f}", high=f"{equal[-1]:.3f}")  # fmt: skip
+            text = _sentences(text, self.tr(_("Two copies of one compiled model, equal work, come out from {low} to "
+                                              "{high} (the A/A columns)."), low=f"{equal[0]:.3f}", high=f"{equal[-1]:.3f}"))  # fmt: skip
         return [nodes.paragraph(text=text)]
 
     def _host_cost(self, rows):
@@ -380,9 +380,14 @@ class HostCost(_BenchDirective):
             header.append(self.tr(_("A/A: torch, ln_tutorial")))
             for line, norms in zip(body, steps.values()):
                 line.append(f'{norms["torch"]["aa_p50"]}, {norms["ln_tutorial"]["aa_p50"]}')
-            text += " " + self.tr(_("A/A: the same median for each norm's second model over its first, two copies "
-                                    "of the same model: how far apart equal work comes out."))  # fmt: skip
+            text = _sentences(text, self.tr(_("A/A: the same median for each norm's second model over its first, "
+                                              "two copies of the same model: how far apart equal work comes out.")))  # fmt: skip
         return [_table(header, body), nodes.paragraph(text=text), nodes.paragraph(text=self.measured(rows))]
+
+
+def _sentences(*texts: str) -> str:
+    """Sentences in a row: a space between them, none after a full-width mark (a Chinese sentence)."""
+    return "".join(t if i == 0 or texts[i - 1][-1:] in "。）：；" else " " + t for i, t in enumerate(texts))
 
 
 def _norms_by_step(rows: list[dict]) -> dict[tuple, dict[str, dict]]:

@@ -205,3 +205,11 @@ def test_the_compiled_rows_spread_spans_every_training_step_file():
     assert "from 0.995 to 1.003 (the A/A columns)" in paragraph.astext()
     assert spread(Page(), [steps({"gpt": "0.990"})]) == []  # one pair: no spread to speak of
 
+
+
+def test_generated_sentences_join_as_each_language_writes_them():
+    pytest.importorskip("sphinx")  # the extension is a Sphinx directive, built on docutils
+    pytest.importorskip("docutils")
+    results = load_module("ln_bench_results", DOCS / "_ext" / "ln_bench_results.py")
+    assert results._sentences("Ratio: 1.", "A/A: 0.99.") == "Ratio: 1. A/A: 0.99."
+    assert results._sentences("比值为 1。", "A/A：0.99。") == "比值为 1。A/A：0.99。"  # no space after a full stop
